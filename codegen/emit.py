@@ -1,0 +1,226 @@
+"""IR + plan -> `{file name: text}` through `templates/` (Jinja2, StrictUndefined).
+
+Semantics live in ir.py; this module only maps IR to C text with two tables (`OP_C` for ops by
+arith and shape, `_leaf_c` for loads by kind). Only validated integers are formatted into C.
+Output is deterministic: the same IR gives byte-identical translation units.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jinja2
+
+from . import EMITTER_VERSION
+from .ir import KernelIR, Leaf, Op, Val
+from .plan import Plan
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+COMMON_HEADER = "gen_common.cuh"
+#: TUs hold about this many ops, so nvcc runs in parallel on large kernels
+TU_OPS = 4000
+
+OP_C = {
+    ("add", "11"): "gl_add({a}, {b})",
+    ("sub", "11"): "gl_sub({a}, {b})",
+    ("mul", "11"): "gl_mul({a}, {b})",
+    ("sub_swap", "11"): "gl_sub({b}, {a})",
+    ("add", "31"): "gl3_add31({a}, {b})",
+    ("sub", "31"): "gl3_sub31({a}, {b})",
+    ("mul", "31"): "gl3_mul31({a}, {b})",
+    ("sub_swap", "31"): "gl3_rsub31({a}, {b})",
+    ("add", "33"): "gl3_add({a}, {b})",
+    ("sub", "33"): "gl3_sub({a}, {b})",
+    ("mul", "33"): "gl3_mul({a}, {b})",
+    ("sub_swap", "33"): "gl3_sub({b}, {a})",
+    ("copy", "1"): "{a}",
+    ("copy", "3"): "{a}",
+}
+C_TYPE = {1: "uint64_t", 3: "gl3"}
+_SCALAR_BUF = {"public": "publics", "challenge": "challenges", "eval": "evals",
+               "airvalue": "airvalues", "airgroupvalue": "airgroupvalues",
+               "proofvalue": "proofvalues"}
+
+
+def _i(x: int) -> str:
+    """Format a validated integer (never anything else) into C."""
+    if isinstance(x, bool) or not isinstance(x, int):
+        raise TypeError(f"refusing to format non-integer {x!r} into C")
+    return str(x)
+
+
+def _row(shift: int) -> str:
+    return "row" if shift == 0 else f"EXPS_ROW({_i(shift)})"
+
+
+def _leaf_c(lf: Leaf) -> str:
+    if lf.kind == "number":
+        if not 0 <= lf.value < 1 << 64:
+            raise ValueError(f"number literal out of range: {lf.value}")
+        return f"{_i(lf.value)}ull"
+    if lf.kind == "zi":
+        return "X.zi[row]"
+    if lf.kind in ("cm", "const"):
+        base = f"X.cm[{_i(lf.stage)}]" if lf.kind == "cm" else "X.cst"
+        comps = [f"{base}[{_i(lf.col + d)} * X.D + {_row(lf.shift)}]" for d in range(lf.dim)]
+    elif lf.kind in _SCALAR_BUF:
+        comps = [f"X.{_SCALAR_BUF[lf.kind]}[{_i(lf.col + d)}]" for d in range(lf.dim)]
+    else:
+        raise ValueError(f"no C rendering for leaf kind {lf.kind!r}")
+    return comps[0] if lf.dim == 1 else f"gl3_make({', '.join(comps)})"
+
+
+def _arg_c(a, names: dict[int, str]) -> str:
+    return names[a.id] if isinstance(a, Val) else _leaf_c(a)
+
+
+def _op_line(i: int, op: Op, names: dict[int, str]) -> str:
+    tmpl = OP_C.get((op.arith, op.shape))
+    if tmpl is None:
+        raise ValueError(f"no C rendering for op {op.arith} with shape {op.shape}")
+    a = _arg_c(op.a, names)
+    b = _arg_c(op.b, names) if op.b is not None else ""
+    return f"const {C_TYPE[op.dim]} v{i} = {tmpl.format(a=a, b=b)};"
+
+
+def _scratch_c(slot: int, d: int) -> str:
+    return f"scratch[{_i(slot + d)} * wave + lo]"
+
+
+def chunk_body(ir: KernelIR, pl: Plan, c: int) -> list[str]:
+    """Lines of chunk `c`: lazy scratch loads, ops, stores right after definition."""
+    start, end = pl.chunks[c]
+    names: dict[int, str] = {}
+    lines: list[str] = []
+    stored = set(pl.stores[c])
+    for i in range(start, end):
+        op = ir.ops[i]
+        for a in op.args():
+            if isinstance(a, Val) and a.id < start and a.id not in names:
+                s = pl.slot_of[a.id]
+                if a.dim == 1:
+                    lines.append(f"const uint64_t v{a.id} = {_scratch_c(s, 0)};")
+                else:
+                    lines.append(f"const gl3 v{a.id} = gl3_make({_scratch_c(s, 0)}, "
+                                 f"{_scratch_c(s, 1)}, {_scratch_c(s, 2)});")
+                names[a.id] = f"v{a.id}"
+        lines.append(_op_line(i, op, names))
+        names[i] = f"v{i}"
+        if i in stored:
+            s = pl.slot_of[i]
+            if op.dim == 1:
+                lines.append(f"{_scratch_c(s, 0)} = v{i};")
+            else:
+                lines.extend(f"{_scratch_c(s, d)} = v{i}.v{d};" for d in range(3))
+    return lines
+
+
+def expr_body(ir: KernelIR) -> list[str]:
+    names: dict[int, str] = {}
+    lines = []
+    for i, op in enumerate(ir.ops):
+        lines.append(_op_line(i, op, names))
+        names[i] = f"v{i}"
+    return lines
+
+
+def result_c(ir: KernelIR) -> str:
+    n = len(ir.ops) - 1
+    return f"v{n}" if ir.out_dim == 3 else f"gl3_make(v{n}, 0, 0)"
+
+
+@dataclass(frozen=True)
+class ExprKernel:
+    ir: KernelIR
+    num1: bool      # denominator of a dim-1 numerator (spec §4.3)
+
+
+@dataclass
+class KernelSource:
+    """Everything emit needs for one kernel key."""
+
+    key: str
+    q: KernelIR
+    plan: Plan
+    exprs: list[ExprKernel] = field(default_factory=list)
+    source_hash: str = ""
+
+
+def _env() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+
+
+_ENV: jinja2.Environment | None = None
+
+
+def env() -> jinja2.Environment:
+    global _ENV
+    if _ENV is None:
+        _ENV = _env()
+    return _ENV
+
+
+def _groups(sizes: list[int], limit: int) -> list[list[int]]:
+    """Consecutive groups of item indices with at most ~limit total size each."""
+    groups, cur, tot = [], [], 0
+    for i, s in enumerate(sizes):
+        if cur and tot + s > limit:
+            groups.append(cur)
+            cur, tot = [], 0
+        cur.append(i)
+        tot += s
+    if cur:
+        groups.append(cur)
+    return groups
+
+
+def render(ks: KernelSource, tu_ops: int = TU_OPS) -> dict[str, str]:
+    """All translation units of a kernel: `<key>_q<k>.cu`, `<key>_x<k>.cu`, `<key>_abi.cu`."""
+    e = env()
+    key, ir, pl = ks.key, ks.q, ks.plan
+    files: dict[str, str] = {}
+    chunk_sizes = [b - a for a, b in pl.chunks]
+    q_groups = _groups(chunk_sizes, tu_ops)
+    out_c = len(ir.ops) - 1
+    for g, idx in enumerate(q_groups):
+        chunks = [{"index": c, "lines": chunk_body(ir, pl, c), "last": c == pl.n_chunks - 1}
+                  for c in idx]
+        files[f"{key}_q{g}.cu"] = e.get_template("q_chunks.cu.j2").render(
+            key=key, chunks=chunks, single=pl.n_chunks == 1, out=f"v{out_c}",
+            out_dim=ir.out_dim, header=COMMON_HEADER)
+    x_groups = _groups([len(x.ir.ops) for x in ks.exprs], tu_ops) if ks.exprs else []
+    for g, idx in enumerate(x_groups):
+        exprs = [{"exp_id": _i(ks.exprs[i].ir.exp_id), "lines": expr_body(ks.exprs[i].ir),
+                  "result": result_c(ks.exprs[i].ir), "vdim": ks.exprs[i].ir.out_dim,
+                  "num1": int(ks.exprs[i].num1)} for i in idx]
+        files[f"{key}_x{g}.cu"] = e.get_template("exprs.cu.j2").render(
+            key=key, group=g, exprs=exprs, header=COMMON_HEADER)
+    if not all(c in "0123456789abcdef" for c in ks.source_hash):
+        raise ValueError("source hash must be hex")
+    files[f"{key}_abi.cu"] = e.get_template("abi.cu.j2").render(
+        key=key, n_chunks=pl.n_chunks, total_slots=pl.total_slots, min_scratch=pl.min_scratch,
+        x_groups=len(x_groups), covered=sorted(_i(x.ir.exp_id) for x in ks.exprs),
+        emitter_version=EMITTER_VERSION, source_hash=ks.source_hash, header=COMMON_HEADER,
+        q_groups=[{"index": g, "chunks": idx} for g, idx in enumerate(q_groups)])
+    return files
+
+
+def source_hash(content_digest: str, settings: dict) -> str:
+    """Hash of the inputs a kernel is built from (JSON content, emitter version, settings)."""
+    h = hashlib.sha256()
+    h.update(EMITTER_VERSION.encode())
+    h.update(content_digest.encode())
+    h.update(repr(sorted(settings.items())).encode())
+    return h.hexdigest()
+
+
+def common_header_text() -> str:
+    return (TEMPLATES / COMMON_HEADER).read_text()

@@ -1,0 +1,286 @@
+"""Host check: the very same generated translation units, compiled as host C++ by g++, called
+through the exported C ABI (ctypes) exactly as the prover calls the `.so`, compared word for word
+with the independent numpy oracle (`reference.py`).
+
+Inputs are raw u64 words that mix uniform words, words >= p, 0, 1, p, p-1, EPS neighbours and small
+integers / 0-1 selectors, as real traces do (the two encodings of a value exist only below 2^32).
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from . import reference
+from .emit import COMMON_HEADER, TEMPLATES, ExprKernel, KernelSource, render
+from .kernel import Coverage
+from .model import StarkInfo
+from .plan import Plan, plan
+
+P = 0xFFFFFFFF00000001
+EPS = 0xFFFFFFFF
+EDGE = np.array([0, 1, 2, 3, EPS - 1, EPS, EPS + 1, P - 2, P - 1, P, P + 1, P + 2, (1 << 63),
+                 (1 << 64) - 2, (1 << 64) - 1, 1 << 32, (1 << 32) - 2], dtype=np.uint64)
+POISON = np.uint64(0xDEC0DEDDEC0DEDDE)
+MODES = {0: "WRITE", 1: "MUL_INV", 2: "WRITE_INV"}
+
+
+def raw_words(rng: np.random.Generator, shape) -> np.ndarray:
+    """Raw u64 test words: 40% uniform, 20% edge values, 20% small ints, 20% 0/1 selectors."""
+    n = int(np.prod(shape)) if shape != () else 1
+    uni = rng.integers(0, 1 << 64, size=n, dtype=np.uint64, endpoint=False)
+    edge = EDGE[rng.integers(0, len(EDGE), size=n)]
+    small = rng.integers(0, 17, size=n).astype(np.uint64)
+    sel = rng.integers(0, 2, size=n).astype(np.uint64)
+    pick = rng.random(n)
+    out = np.where(pick < 0.4, uni, np.where(pick < 0.6, edge, np.where(pick < 0.8, small, sel)))
+    return out.reshape(shape)
+
+
+class _Steps(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_void_p) for n in (
+        "trace", "aux_trace", "publicInputs", "proofValues", "challenges", "airgroupValues",
+        "airValues", "evals", "xDivXSub", "pConstPolsAddress", "pConstPolsExtendedTreeAddress",
+        "pCustomCommitsFixed")]
+
+
+class HostBuildError(RuntimeError):
+    pass
+
+
+def build_host_library(files: dict[str, str], workdir: Path, cxx: str | None = None) -> Path:
+    """Write the TUs and compile them with g++ into one shared library."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(TEMPLATES / COMMON_HEADER, workdir / COMMON_HEADER)
+    srcs = []
+    for name, text in files.items():
+        (workdir / name).write_text(text)
+        srcs.append(str(workdir / name))
+    out = workdir / "hostcheck.so"
+    cxx = cxx or os.environ.get("CXX", "g++")
+    argv = [cxx, "-std=c++17", "-O1", "-fPIC", "-shared", "-Wall", "-Wextra", "-fvisibility=hidden",
+            "-I", str(workdir), "-x", "c++", *srcs, "-o", str(out)]
+    p = subprocess.run(argv, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise HostBuildError(f"host build failed ({' '.join(argv)}):\n{p.stderr[-4000:]}")
+    if p.stderr.strip():
+        raise HostBuildError(f"host build warnings:\n{p.stderr[-4000:]}")
+    return out
+
+
+def _load(so: Path) -> ctypes.CDLL:
+    lib = ctypes.CDLL(str(so))
+    u64, vp = ctypes.c_uint64, ctypes.c_void_p
+    lib.exps_launch.argtypes = [vp, vp, vp, u64, u64, u64, u64, u64, u64, vp]
+    lib.exps_launch.restype = None
+    lib.exps_min_scratch.restype = ctypes.c_ulonglong
+    lib.exps_expr_covered.argtypes = [ctypes.c_ulonglong]
+    lib.exps_expr_covered.restype = ctypes.c_int
+    ull = ctypes.c_ulonglong
+    lib.exps_launch_expr.argtypes = [ull, vp, vp, ull, ull, ull, ull, ull, ull, ull, ull, ull, ull,
+                                     ctypes.c_uint, vp]
+    lib.exps_launch_expr.restype = ctypes.c_int
+    lib.exps_source_hash.restype = ctypes.c_char_p
+    lib.exps_emitter_version.restype = ctypes.c_char_p
+    return lib
+
+
+def _ptr(a: np.ndarray) -> int:
+    return a.ctypes.data
+
+
+def stage_cols(si: StarkInfo) -> dict[int, int]:
+    cols: dict[int, int] = {s: 0 for s in range(1, si.n_stages + 2)}
+    for p in si.cm_pols:
+        cols[p.stage] = max(cols.get(p.stage, 0), p.stage_pos + p.dim)
+    for s in cols:
+        cols[s] = max(cols[s], si.section_cols.get(f"cm{s}", 0))
+    return cols
+
+
+def _scalars(si: StarkInfo, rng) -> dict[str, np.ndarray]:
+    def n3(stages):
+        return sum(1 if s == 1 else 3 for s in stages)
+    sizes = {"publics": si.n_publics, "challenges": 3 * si.n_challenges, "evals": 3 * si.n_evals,
+             "airvalues": n3(si.airvalue_stages), "airgroupvalues": n3(si.airgroupvalue_stages),
+             "proofvalues": n3(si.proofvalue_stages)}
+    return {k: raw_words(rng, (max(v, 1),)) for k, v in sizes.items()}
+
+
+@dataclass
+class Buffers:
+    """Host buffers laid out as the prover lays them (one aux_trace, const arrays, scalars)."""
+
+    aux: np.ndarray
+    off_ext: dict[int, int]
+    off_trace: dict[int, int]
+    off_zi: int
+    const_ext: np.ndarray
+    const_trace: np.ndarray
+    scalars: dict[str, np.ndarray]
+    steps: _Steps = field(default_factory=_Steps)
+
+    def domain(self, si: StarkInfo, extended: bool, D: int) -> reference.DomainData:
+        cols = stage_cols(si)
+        offs = self.off_ext if extended else self.off_trace
+        cm = {s: self.aux[offs[s]: offs[s] + c * D].reshape(c, D) for s, c in cols.items()}
+        cst = self.const_ext if extended else self.const_trace
+        return reference.DomainData(
+            n_rows=D, cm=cm, const=cst.reshape(-1, D) if cst.size else np.zeros((0, D), np.uint64),
+            zi=self.aux[self.off_zi: self.off_zi + D] if extended else None,
+            publics=self.scalars["publics"], challenges=self.scalars["challenges"],
+            airvalues=self.scalars["airvalues"], airgroupvalues=self.scalars["airgroupvalues"],
+            proofvalues=self.scalars["proofvalues"], evals=self.scalars["evals"])
+
+
+def make_buffers(si: StarkInfo, n_ext: int, n: int, rng) -> Buffers:
+    cols = stage_cols(si)
+    off_ext, off_trace, pos = {}, {}, 0
+    for s, c in cols.items():
+        off_ext[s] = pos
+        pos += c * n_ext
+    off_zi = pos
+    pos += n_ext
+    for s, c in cols.items():
+        off_trace[s] = pos
+        pos += c * n
+    aux = raw_words(rng, (pos,))
+    b = Buffers(aux, off_ext, off_trace, off_zi, raw_words(rng, (si.n_constants * n_ext,)),
+                raw_words(rng, (si.n_constants * n,)), _scalars(si, rng))
+    st = b.steps
+    st.aux_trace = _ptr(aux)
+    st.trace = _ptr(aux) + 8 * off_trace[1]
+    st.pConstPolsExtendedTreeAddress = _ptr(b.const_ext) if b.const_ext.size else 0
+    st.pConstPolsAddress = _ptr(b.const_trace) if b.const_trace.size else 0
+    st.publicInputs, st.challenges = _ptr(b.scalars["publics"]), _ptr(b.scalars["challenges"])
+    st.evals, st.airValues = _ptr(b.scalars["evals"]), _ptr(b.scalars["airvalues"])
+    st.airgroupValues, st.proofValues = _ptr(b.scalars["airgroupvalues"]), _ptr(b.scalars["proofvalues"])
+    return b
+
+
+@dataclass
+class CheckResult:
+    q_words: int = 0
+    expr_checks: int = 0
+    expr_words: int = 0
+    mismatches: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches
+
+
+def _first_diff(got: np.ndarray, want: np.ndarray) -> str:
+    idx = np.argwhere(got != want)
+    i = tuple(int(x) for x in idx[0])
+    return f"{len(idx)} words differ, first at {i}: got {int(got[i]):#x} want {int(want[i]):#x}"
+
+
+def check_kernel(si: StarkInfo, si_json: dict, ei_json: dict, ks: KernelSource, lib: ctypes.CDLL,
+                 seed: int = 1, min_rows_ext: int = 0, min_rows: int = 0) -> CheckResult:
+    """Run Q (ample and tight scratch) and every covered expression in every store mode."""
+    rng = np.random.default_rng(seed)
+    res = CheckResult()
+    n_ext = max(1 << si.n_bits_ext, min_rows_ext)
+    n = max(1 << si.n_bits, min_rows)
+    buf = make_buffers(si, n_ext, n, rng)
+    # ---- Q
+    want = reference.eval_q(si_json, ei_json, buf.domain(si, True, n_ext))
+    slots = ks.plan.total_slots
+    for scratch_elems in ({max(slots, 1) * n_ext, max(slots, 1) * 256} if ks.plan.n_chunks > 1 else {0}):
+        q = np.full(3 * n_ext, POISON, dtype=np.uint64)
+        scratch = np.full(max(scratch_elems, 1), POISON, dtype=np.uint64)
+        lib.exps_launch(ctypes.addressof(buf.steps), _ptr(q), _ptr(scratch), scratch_elems, n_ext,
+                        buf.off_ext[1], buf.off_ext[2], buf.off_ext.get(3, 0), buf.off_zi, None)
+        got = q.reshape(3, n_ext)
+        if not np.array_equal(got, want):
+            res.mismatches.append(f"Q (scratch {scratch_elems}): {_first_diff(got, want)}")
+        res.q_words += got.size
+    # ---- trace-domain expressions
+    for x in ks.exprs:
+        _check_expr(si, si_json, ei_json, x, lib, buf, n, rng, res)
+    return res
+
+
+def _expr_json(ei_json: dict, exp_id: int) -> dict:
+    return next(e for e in ei_json["expressionsCode"] if e["expId"] == exp_id)
+
+
+def _check_expr(si, si_json, ei_json, x: ExprKernel, lib, buf: Buffers, n: int, rng, res: CheckResult):
+    exp_id, vdim = x.ir.exp_id, x.ir.out_dim
+    if not lib.exps_expr_covered(exp_id):
+        res.mismatches.append(f"expr {exp_id}: exps_expr_covered says 0")
+        return
+    v = reference.eval_expression(si_json, _expr_json(ei_json, exp_id), buf.domain(si, False, n), False)
+    num_dim = 1 if x.num1 else 3
+    cases = []
+    for dest_dim in sorted({vdim, 3}):
+        for mode in (0, 1, 2) if dest_dim == vdim else (0, 1):
+            for dest_expr in (0, 1):
+                cases.append((mode, dest_dim, dest_expr))
+    for mode, dest_dim, dest_expr in cases:
+        stage_pos = int(rng.integers(0, 3)) if not dest_expr else 0
+        n_cols = stage_pos + dest_dim + 1
+        before = raw_words(rng, (dest_dim, n))
+        if mode == 1 and x.num1 and dest_dim == 3:
+            before[1:] = 0          # what WRITE of the dim-1 numerator left there
+        if dest_expr:
+            buf_dest = before.T.copy().reshape(-1)
+        else:
+            buf_dest = np.full((n_cols, n), POISON, dtype=np.uint64)
+            buf_dest[stage_pos: stage_pos + dest_dim] = before
+            buf_dest = buf_dest.reshape(-1)
+        if mode == 0:   # WRITE must not read the destination: poison it
+            if dest_expr:
+                buf_dest[:] = POISON
+            else:
+                buf_dest.reshape(n_cols, n)[stage_pos: stage_pos + dest_dim] = POISON
+        scalar = int(raw_words(rng, ()))
+        ok = lib.exps_launch_expr(exp_id, ctypes.addressof(buf.steps), _ptr(buf_dest), n, n,
+                                  buf.off_trace[1], buf.off_trace[2], buf.off_trace.get(3, 0),
+                                  mode, scalar, stage_pos, n_cols, dest_dim, dest_expr, None)
+        label = f"expr {exp_id} {MODES[mode]} destDim {dest_dim} {'expr' if dest_expr else 'col'}"
+        if ok != 1:
+            res.mismatches.append(f"{label}: exps_launch_expr returned {ok}")
+            continue
+        want = reference.store(mode, v, before, scalar, num_dim)
+        if dest_expr:
+            got = buf_dest.reshape(n, dest_dim).T
+        else:
+            full = buf_dest.reshape(n_cols, n)
+            got = full[stage_pos: stage_pos + dest_dim]
+            others = np.delete(full, range(stage_pos, stage_pos + dest_dim), axis=0)
+            if others.size and not np.all(others == POISON):
+                res.mismatches.append(f"{label}: wrote outside its columns")
+        if not np.array_equal(got, want):
+            res.mismatches.append(f"{label}: {_first_diff(got, want)}")
+        res.expr_checks += 1
+        res.expr_words += got.size
+
+
+def default_ops_per_chunk(n_ops: int) -> int:
+    """The chunking the host check uses when none is given: single kernel up to 512 ops."""
+    return 0 if n_ops <= 512 else 256
+
+
+def kernel_source(key: str, cov: Coverage, ops_per_chunk: int | None = None,
+                  source_hash: str = "0" * 64) -> KernelSource:
+    assert cov.q is not None
+    opc = default_ops_per_chunk(len(cov.q.ops)) if ops_per_chunk is None else ops_per_chunk
+    return KernelSource(key, cov.q, plan(cov.q, opc), list(cov.exprs), source_hash)
+
+
+def check_air(key: str, si: StarkInfo, si_json: dict, ei_json: dict, cov: Coverage,
+              ops_per_chunk: int | None = None, seed: int = 1, workdir: Path | None = None) -> CheckResult:
+    ks = kernel_source(key, cov, ops_per_chunk)
+    files = render(ks)
+    with tempfile.TemporaryDirectory(prefix="exps-hostcheck-", dir=workdir) as d:
+        so = build_host_library(files, Path(d))
+        lib = _load(so)
+        return check_kernel(si, si_json, ei_json, ks, lib, seed=seed)

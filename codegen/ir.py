@@ -1,0 +1,222 @@
+"""Operand resolution, SSA checks and the `.bin` writer's operand order (spec §1.3, §1.4, §2.4, §6).
+
+A `KernelIR` is a straight-line list of `Op`s over SSA values: value ``i`` is defined by ``ops[i]``.
+Operands are either `Val` (an earlier value) or `Leaf` (a resolved load: column, scalar buffer or
+literal). Every op carries the interpreter's operand order, so the emitter needs no semantics.
+Expressions the GPU cannot evaluate, or that break the rules, become `Skip(reason)`.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from typing import Union
+
+from .model import Expression, Operand, StarkInfo
+
+#: rank of an operand in the `.bin` writer's ordering (spec §1.3, PA:21-38)
+_RANK_BY_TYPE = {
+    "const": 0, "Zi": 0, "public": 2, "number": 3, "xDivXSubXi": 6,
+    "airgroupvalue": 9, "challenge": 11, "eval": 12,
+}
+_RANK_BY_DIM = {
+    "cm": (0, 6), "custom": (0, 6), "tmp": (1, 7), "airvalue": (4, 8), "proofvalue": (5, 10),
+}
+UNSUPPORTED = {"custom": "custom commit", "xDivXSubXi": "xDivXSubXi (FRI)", "x": "x"}
+
+
+def rank(o: Operand) -> int:
+    if o.type in _RANK_BY_DIM:
+        lo, hi = _RANK_BY_DIM[o.type]
+        return lo if o.dim == 1 else hi
+    return _RANK_BY_TYPE[o.type]
+
+
+def swapped(a: Operand, b: Operand) -> bool:
+    """Whether the `.bin` writer swaps JSON (src0, src1) = (a, b) (spec §1.3)."""
+    return (b.dim > a.dim) if a.dim != b.dim else (rank(a) > rank(b))
+
+
+def bin_order(op: str, a: Operand, b: Operand) -> tuple[str, Operand, Operand]:
+    """JSON (src0, src1) -> interpreter (arith, A, B) per the writer's swap rule."""
+    if not swapped(a, b):
+        return op, a, b
+    return ("sub_swap" if op == "sub" else op), b, a
+
+
+@dataclass(frozen=True)
+class Leaf:
+    """A resolved load. kind: cm | const | zi | number | public | challenge | eval | airvalue |
+    airgroupvalue | proofvalue. `col`: element column (cm: stagePos, const: id, zi: boundary) or
+    buffer index (scalars: the first component's index). `shift`: row offset in domain rows."""
+
+    kind: str
+    dim: int
+    stage: int = 0
+    col: int = 0
+    shift: int = 0
+    value: int = 0
+
+
+@dataclass(frozen=True)
+class Val:
+    id: int
+    dim: int
+
+
+Arg = Union[Leaf, Val]
+
+
+@dataclass(frozen=True)
+class Op:
+    arith: str      # add | sub | mul | sub_swap | copy
+    shape: str      # 11 | 31 | 33 | 1 | 3 (copy)
+    a: Arg
+    b: Arg | None
+    dim: int        # result dim
+
+    def args(self) -> tuple[Arg, ...]:
+        return (self.a,) if self.b is None else (self.a, self.b)
+
+
+@dataclass(frozen=True)
+class KernelIR:
+    exp_id: int
+    extended: bool
+    ops: tuple[Op, ...]
+
+    @property
+    def out_dim(self) -> int:
+        return self.ops[-1].dim
+
+    def digest(self) -> str:
+        """Hash of the normalized IR (the kernel's content identity)."""
+        h = hashlib.sha256()
+        h.update(json.dumps([self.exp_id, self.extended], separators=(",", ":")).encode())
+        for op in self.ops:
+            h.update(json.dumps(_op_json(op), separators=(",", ":")).encode())
+        return h.hexdigest()
+
+
+def _op_json(op: Op) -> list:
+    def arg(x):
+        return ["v", x.id, x.dim] if isinstance(x, Val) else ["l", *asdict(x).values()]
+    return [op.arith, op.shape, op.dim] + [arg(x) for x in op.args()]
+
+
+@dataclass(frozen=True)
+class Skip:
+    exp_id: int
+    reason: str
+
+
+class _Refuse(Exception):
+    pass
+
+
+def _prefix_positions(stages: tuple[int, ...]) -> list[int]:
+    pos, out = 0, []
+    for s in stages:
+        out.append(pos)
+        pos += 1 if s == 1 else 3
+    return out
+
+
+class Resolver:
+    """Operand -> Leaf for one AIR."""
+
+    def __init__(self, si: StarkInfo):
+        self.si = si
+        self.av = _prefix_positions(si.airvalue_stages)
+        self.agv = _prefix_positions(si.airgroupvalue_stages)
+        self.pv = _prefix_positions(si.proofvalue_stages)
+
+    def leaf(self, o: Operand, extended: bool, where: str) -> Leaf:
+        si = self.si
+        mult = si.blowup if extended else 1
+        t = o.type
+        if t in UNSUPPORTED:
+            raise _Refuse(f"{where}: operand {UNSUPPORTED[t]} is not evaluated by the GPU prover")
+        if t == "cm":
+            p = si.cm_pols[o.id]
+            return Leaf("cm", o.dim, stage=p.stage, col=p.stage_pos, shift=o.prime * mult)
+        if t == "const":
+            return Leaf("const", 1, col=o.id, shift=o.prime * mult)
+        if t == "Zi":
+            if not extended:
+                raise _Refuse(f"{where}: Zi outside the Q expression")
+            if o.boundary_id != 0 or si.boundaries[:1] != ("everyRow",):
+                raise _Refuse(f"{where}: Zi boundary {o.boundary_id} "
+                              "(the GPU prover computes only the everyRow zerofier)")
+            return Leaf("zi", 1, col=0)
+        if t == "number":
+            return Leaf("number", 1, value=o.value)
+        if t == "public":
+            return Leaf("public", 1, col=o.id)
+        if t == "challenge":
+            return Leaf("challenge", 3, col=3 * o.id)
+        if t == "eval":
+            return Leaf("eval", 3, col=3 * o.id)
+        if t == "airvalue":
+            return Leaf("airvalue", o.dim, col=self.av[o.id])
+        if t == "airgroupvalue":
+            return Leaf("airgroupvalue", o.dim, col=self.agv[o.id])
+        if t == "proofvalue":
+            return Leaf("proofvalue", o.dim, col=self.pv[o.id])
+        raise _Refuse(f"{where}: operand type {t} cannot be a source")
+
+
+def _shape(a: Arg, b: Arg) -> str:
+    return {(1, 1): "11", (3, 1): "31", (3, 3): "33"}[(a.dim, b.dim)]
+
+
+def lower(si: StarkInfo, expr: Expression, extended: bool, resolver: Resolver | None = None) -> KernelIR | Skip:
+    """Lower one JSON expression to IR, or explain why it cannot be generated."""
+    r = resolver or Resolver(si)
+    try:
+        return _lower(r, expr, extended)
+    except _Refuse as e:
+        return Skip(expr.exp_id, str(e))
+
+
+def _lower(r: Resolver, expr: Expression, extended: bool) -> KernelIR:
+    if not expr.code:
+        raise _Refuse(f"expression {expr.exp_id} is empty")
+    env: dict[int, Val] = {}
+    ops: list[Op] = []
+    last = len(expr.code) - 1
+    for k, step in enumerate(expr.code):
+        where = f"expressionsCode[{expr.index}].code[{k}]"
+        args: list[Arg] = []
+        for j, s in enumerate(step.src):
+            if s.type == "tmp":
+                v = env.get(s.id)
+                if v is None:
+                    raise _Refuse(f"{where}.src[{j}]: tmp {s.id} is read before it is written (not SSA)")
+                if v.dim != s.dim:
+                    raise _Refuse(f"{where}.src[{j}]: tmp {s.id} has dim {v.dim}, read as dim {s.dim}")
+                args.append(v)
+            else:
+                args.append(r.leaf(s, extended, f"{where}.src[{j}]"))
+        if step.op == "copy":
+            op = Op("copy", str(args[0].dim), args[0], None, args[0].dim)
+        else:
+            arith, a, b = _bin_order_args(step.op, step.src, args)
+            op = Op(arith, _shape(a, b), a, b, max(a.dim, b.dim))
+        d = step.dest
+        if d.type == "tmp":
+            if d.id in env:
+                raise _Refuse(f"{where}.dest: tmp {d.id} is written twice (not SSA)")
+            env[d.id] = Val(len(ops), op.dim)
+        elif k != last or (d.type != "q" or not extended):
+            raise _Refuse(f"{where}.dest: a {d.type} destination before the last op")
+        if d.dim != op.dim and not (d.type == "q" and k == last):
+            raise _Refuse(f"{where}.dest: dim {d.dim} but the op yields dim {op.dim}")
+        ops.append(op)
+    return KernelIR(expr.exp_id, extended, tuple(ops))
+
+
+def _bin_order_args(op: str, src: tuple[Operand, ...], args: list[Arg]) -> tuple[str, Arg, Arg]:
+    if not swapped(src[0], src[1]):
+        return op, args[0], args[1]
+    return ("sub_swap" if op == "sub" else op), args[1], args[0]

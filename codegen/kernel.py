@@ -1,0 +1,91 @@
+"""One AIR -> what its kernel covers: the Q IR, the covered trace-domain expressions, and the skips.
+
+This is where the per-AIR and per-expression refusal rules of spec §6 live (with our additions:
+Zi boundaries, non-SSA code and bad input skip the AIR with a reason instead of aborting the run).
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from .emit import ExprKernel
+from .ir import KernelIR, Resolver, Skip, lower
+from .model import ExpressionsInfo, StarkInfo
+
+log = logging.getLogger("exps_codegen")
+
+CAP = 40000        # Q ops above this: the AIR is skipped
+EXPR_CAP = 512     # trace-domain expressions above this: not covered
+SLOTS_CAP = 1000   # scratch slots above this: the AIR is skipped
+
+
+@dataclass
+class Coverage:
+    si: StarkInfo
+    q: KernelIR | None = None
+    exprs: list[ExprKernel] = field(default_factory=list)
+    skipped_exprs: list[Skip] = field(default_factory=list)
+    air_skip: str = ""          # non-empty: the whole AIR gets no .so
+
+    @property
+    def q_ops(self) -> int:
+        return len(self.q.ops) if self.q else 0
+
+
+def numerator_dims(ei: ExpressionsInfo, dims: dict[int, int]) -> dict[int, set[int]]:
+    """denominator expId -> dims of the tmp numerators it is paired with in hintsInfo (§4.3)."""
+    out: dict[int, set[int]] = {}
+    for h in ei.hints:
+        nop, nid, ndim = h.numerator
+        dop, did, _ = h.denominator
+        if dop == "tmp" and nop == "tmp":
+            out.setdefault(did, set()).add(dims.get(nid, ndim))
+    return out
+
+
+def cover(si: StarkInfo, ei: ExpressionsInfo, cap: int = CAP, expr_cap: int = EXPR_CAP) -> Coverage:
+    cov = Coverage(si)
+    exprs = ei.by_id()
+    if si.cexp_id not in exprs:
+        cov.air_skip = f"{ei.file}: cExpId {si.cexp_id} is not in expressionsCode"
+        return cov
+    if si.boundaries[:1] != ("everyRow",) or len(si.boundaries) > 1:
+        cov.air_skip = (f"{si.file}: boundaries {list(si.boundaries)}: the GPU prover computes only the "
+                        "everyRow zerofier")
+        return cov
+    qe = exprs[si.cexp_id]
+    if len(qe.code) > cap:
+        cov.air_skip = f"Q has {len(qe.code)} ops > CAP {cap}"
+        return cov
+    res = Resolver(si)
+    q = lower(si, qe, extended=True, resolver=res)
+    if isinstance(q, Skip):
+        cov.air_skip = f"{ei.file}: Q: {q.reason}"
+        return cov
+    if qe.code[-1].dest.type != "q":
+        cov.air_skip = f"{ei.file}: expressionsCode[{qe.index}]: Q's last op does not write q"
+        return cov
+    cov.q = q
+    lowered: dict[int, KernelIR] = {}
+    for e in ei.expressions:
+        if e.exp_id == si.cexp_id:
+            continue
+        if not e.code:
+            cov.skipped_exprs.append(Skip(e.exp_id, "empty"))
+            continue
+        if len(e.code) > expr_cap:
+            cov.skipped_exprs.append(Skip(e.exp_id, f"{len(e.code)} ops > EXPR_CAP {expr_cap}"))
+            continue
+        r = lower(si, e, extended=False, resolver=res)
+        if isinstance(r, Skip):
+            cov.skipped_exprs.append(r)
+            continue
+        lowered[e.exp_id] = r
+    num = numerator_dims(ei, {k: v.out_dim for k, v in lowered.items()})
+    for exp_id, r in lowered.items():
+        dims = num.get(exp_id, set())
+        if r.out_dim == 3 and dims == {1, 3}:
+            cov.skipped_exprs.append(Skip(exp_id, "denominator of numerators of both dims 1 and 3"))
+            continue
+        cov.exprs.append(ExprKernel(r, num1=(r.out_dim == 3 and dims == {1})))
+    return cov

@@ -1,0 +1,107 @@
+"""Liveness, chunking and scratch-slot colouring of the Q expression (spec §5 launcher).
+
+A chunked Q runs as a sequence of kernels over waves of rows. A value defined in chunk `i` and read
+in a later chunk lives in scratch slot(s) between them: scratch[(slot + d) * WAVE + lo]. Slots
+are coloured greedily over chunk intervals [def, last use], in a deterministic order; a slot is
+reused only by a value whose interval starts after the previous owner's last use. dim-1 values use
+the first pool (slots 0..n1-1), dim-3 values take 3 consecutive slots in the second pool.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .ir import KernelIR, Val
+
+SLOT_ROWS = 256  # exps_min_scratch = total_slots * 256
+
+
+@dataclass(frozen=True)
+class Plan:
+    ops_per_chunk: int              # 0 = a single kernel
+    chunks: tuple[tuple[int, int], ...]   # [start, end) op ranges
+    slot_of: dict[int, int] = field(default_factory=dict)   # value id -> first scratch slot
+    loads: tuple[tuple[int, ...], ...] = ()     # per chunk: cross values read there
+    stores: tuple[tuple[int, ...], ...] = ()    # per chunk: values stored at its end
+    n_slots1: int = 0
+    n_slots3: int = 0
+
+    @property
+    def total_slots(self) -> int:
+        return self.n_slots1 + 3 * self.n_slots3
+
+    @property
+    def n_chunks(self) -> int:
+        return len(self.chunks)
+
+    @property
+    def min_scratch(self) -> int:
+        return self.total_slots * SLOT_ROWS if self.n_chunks > 1 else 0
+
+    def summary(self) -> dict:
+        return {"ops_per_chunk": self.ops_per_chunk, "chunks": self.n_chunks,
+                "slots": self.total_slots}
+
+
+def last_uses(ir: KernelIR) -> list[int]:
+    """last_use[v] = index of the last op reading value v (v itself if never read)."""
+    last = list(range(len(ir.ops)))
+    for i, op in enumerate(ir.ops):
+        for a in op.args():
+            if isinstance(a, Val):
+                last[a.id] = i
+    return last
+
+
+def max_live(ir: KernelIR) -> int:
+    """Largest number of base-field words live at once (a register-pressure estimate)."""
+    last = last_uses(ir)
+    ends: dict[int, int] = {}
+    live = best = 0
+    for i, op in enumerate(ir.ops):
+        live += op.dim
+        best = max(best, live)
+        ends[last[i]] = ends.get(last[i], 0) + op.dim
+        live -= ends.pop(i, 0)
+    return best
+
+
+def _color(intervals: list[tuple[int, int, int]]) -> tuple[dict[int, int], int]:
+    """Greedy interval colouring; intervals (start, end, value) -> ({value: colour}, n_colours)."""
+    free_at: list[int] = []   # colour -> last chunk of its current owner
+    out = {}
+    for start, end, v in sorted(intervals):
+        for c, busy_until in enumerate(free_at):
+            if busy_until < start:
+                free_at[c] = end
+                out[v] = c
+                break
+        else:
+            out[v] = len(free_at)
+            free_at.append(end)
+    return out, len(free_at)
+
+
+def plan(ir: KernelIR, ops_per_chunk: int = 0) -> Plan:
+    n = len(ir.ops)
+    if ops_per_chunk <= 0 or ops_per_chunk >= n:
+        return Plan(0, ((0, n),), loads=((),), stores=((),))
+    chunks = tuple((s, min(s + ops_per_chunk, n)) for s in range(0, n, ops_per_chunk))
+    chunk_of = [i // ops_per_chunk for i in range(n)]
+    last_chunk = [chunk_of[u] for u in last_uses(ir)]
+    cross = [v for v in range(n) if last_chunk[v] > chunk_of[v]]
+    iv1 = [(chunk_of[v], last_chunk[v], v) for v in cross if ir.ops[v].dim == 1]
+    iv3 = [(chunk_of[v], last_chunk[v], v) for v in cross if ir.ops[v].dim == 3]
+    c1, n1 = _color(iv1)
+    c3, n3 = _color(iv3)
+    slot_of = {v: c for v, c in c1.items()}
+    slot_of.update({v: n1 + 3 * c for v, c in c3.items()})
+    loads: list[set[int]] = [set() for _ in chunks]
+    for i, op in enumerate(ir.ops):
+        for a in op.args():
+            if isinstance(a, Val) and chunk_of[a.id] != chunk_of[i]:
+                loads[chunk_of[i]].add(a.id)
+    stores: list[list[int]] = [[] for _ in chunks]
+    for v in cross:
+        stores[chunk_of[v]].append(v)
+    return Plan(ops_per_chunk, chunks, slot_of, tuple(tuple(sorted(s)) for s in loads),
+                tuple(tuple(s) for s in stores), n1, n3)
