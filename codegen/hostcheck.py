@@ -183,12 +183,13 @@ def _first_diff(got: np.ndarray, want: np.ndarray) -> str:
 
 
 def check_kernel(si: StarkInfo, si_json: dict, ei_json: dict, ks: KernelSource, lib: ctypes.CDLL,
-                 seed: int = 1, min_rows_ext: int = 0, min_rows: int = 0) -> CheckResult:
+                 seed: int = 1, min_rows_ext: int = 1024, min_rows: int = 64,
+                 max_rows: int = 1 << 13) -> CheckResult:
     """Run Q (ample and tight scratch) and every covered expression in every store mode."""
     rng = np.random.default_rng(seed)
     res = CheckResult()
-    n_ext = max(1 << si.n_bits_ext, min_rows_ext)
-    n = max(1 << si.n_bits, min_rows)
+    n_ext = min(max(1 << si.n_bits_ext, min_rows_ext), max(max_rows, min_rows_ext))
+    n = min(max(1 << si.n_bits, min_rows), max(max_rows, min_rows))
     buf = make_buffers(si, n_ext, n, rng)
     # ---- Q
     want = reference.eval_q(si_json, ei_json, buf.domain(si, True, n_ext))

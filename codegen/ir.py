@@ -220,3 +220,30 @@ def _bin_order_args(op: str, src: tuple[Operand, ...], args: list[Arg]) -> tuple
     if not swapped(src[0], src[1]):
         return op, args[0], args[1]
     return ("sub_swap" if op == "sub" else op), args[1], args[0]
+
+
+# ------------------------------------------------------------------------------- serialization
+def _arg_to_json(a: Arg | None):
+    if a is None:
+        return None
+    if isinstance(a, Val):
+        return ["v", a.id, a.dim]
+    return ["l", a.kind, a.dim, a.stage, a.col, a.shift, str(a.value)]
+
+
+def _arg_from_json(x) -> Arg | None:
+    if x is None:
+        return None
+    if x[0] == "v":
+        return Val(int(x[1]), int(x[2]))
+    return Leaf(x[1], int(x[2]), int(x[3]), int(x[4]), int(x[5]), int(x[6]))
+
+
+def ir_to_json(ir: KernelIR) -> dict:
+    return {"exp_id": ir.exp_id, "extended": ir.extended,
+            "ops": [[o.arith, o.shape, o.dim, _arg_to_json(o.a), _arg_to_json(o.b)] for o in ir.ops]}
+
+
+def ir_from_json(d: dict) -> KernelIR:
+    ops = tuple(Op(o[0], o[1], _arg_from_json(o[3]), _arg_from_json(o[4]), int(o[2])) for o in d["ops"])
+    return KernelIR(int(d["exp_id"]), bool(d["extended"]), ops)

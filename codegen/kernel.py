@@ -89,3 +89,22 @@ def cover(si: StarkInfo, ei: ExpressionsInfo, cap: int = CAP, expr_cap: int = EX
             continue
         cov.exprs.append(ExprKernel(r, num1=(r.out_dim == 3 and dims == {1})))
     return cov
+
+
+def coverage_to_json(cov: Coverage) -> dict:
+    from .ir import ir_to_json
+    return {
+        "air_skip": cov.air_skip,
+        "q": ir_to_json(cov.q) if cov.q else None,
+        "exprs": [{"ir": ir_to_json(x.ir), "num1": x.num1} for x in cov.exprs],
+        "skipped_exprs": [[s.exp_id, s.reason] for s in cov.skipped_exprs],
+    }
+
+
+def coverage_from_json(si: StarkInfo, d: dict) -> Coverage:
+    from .ir import ir_from_json
+    cov = Coverage(si, air_skip=d["air_skip"])
+    cov.q = ir_from_json(d["q"]) if d["q"] else None
+    cov.exprs = [ExprKernel(ir_from_json(x["ir"]), bool(x["num1"])) for x in d["exprs"]]
+    cov.skipped_exprs = [Skip(int(a), str(b)) for a, b in d["skipped_exprs"]]
+    return cov

@@ -1,0 +1,263 @@
+"""The actions of the build stages (ir, tune, emit, cc, link): plain module-level functions with
+plain arguments, run by doit tasks (tasks.py) or directly. Each reads and writes files only in the
+kernel's build dir, except `link`, which places (or removes) the AIR's `.so`.
+
+Build dir layout, per kernel key:
+    <build>/<key>/ir.json        coverage: Q IR, covered expressions, skips (or the AIR's skip)
+    <build>/<key>/tune.json      chosen chunking and the probes that chose it
+    <build>/<key>/src/*.cu       translation units (+ gen_common.cuh); manifest.json written last
+    <build>/<key>/obj/*.o        objects; objs.json written last (with the ptxas reports)
+    <build>/link/<rel>.json      link stamp of each placement (placed / skipped + reason)
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from . import EMITTER_VERSION
+from . import toolchain as tc
+from .autotune import TuneResult, tune
+from .cache import ObjectCache, atomic_write
+from .emit import COMMON_HEADER, TEMPLATES, KernelSource, render, source_hash
+from .kernel import CAP, EXPR_CAP, SLOTS_CAP, Coverage, cover, coverage_from_json, coverage_to_json
+from .model import ModelError, load_air
+from .plan import Plan, plan
+
+log = logging.getLogger("exps_codegen")
+FORMAT = 1
+HIDDEN = ("-Xcompiler", "-fvisibility=hidden")
+
+
+def _write_json(path: Path, obj) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, (json.dumps(obj, indent=1, sort_keys=True) + "\n").encode())
+
+
+def read_json(path: Path):
+    """A stage file, or None when it is missing, corrupt or of another format (-> stale)."""
+    try:
+        d = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    return d if isinstance(d, dict) and d.get("format") == FORMAT else None
+
+
+def remove_so(so_paths: list[str]) -> None:
+    for s in so_paths:
+        Path(s).unlink(missing_ok=True)
+
+
+# ----------------------------------------------------------------------------------------- ir
+def act_ir(key: str, starkinfo: str, expressions: str, out: str, so_paths: list[str],
+           cap: int = CAP, expr_cap: int = EXPR_CAP) -> bool:
+    """Parse and lower one kernel. Its placements' old `.so` files are stale from now on: removed
+    first, so an interrupted build leaves the interpreter, never a stale kernel."""
+    remove_so(so_paths)
+    doc = {"format": FORMAT, "key": key, "starkinfo": starkinfo, "expressions": expressions}
+    try:
+        si, ei = load_air(starkinfo, expressions)
+        cov = cover(si, ei, cap=cap, expr_cap=expr_cap)
+        doc.update(coverage_to_json(cov))
+        doc["q_ops"] = cov.q_ops
+    except ModelError as e:
+        doc.update({"air_skip": f"bad input: {e}", "q": None, "exprs": [], "skipped_exprs": [],
+                    "q_ops": 0})
+    _write_json(Path(out), doc)
+    return True
+
+
+def load_coverage(ir_json: str) -> tuple[dict, Coverage]:
+    d = read_json(Path(ir_json))
+    if d is None:
+        raise RuntimeError(f"{ir_json} is missing or unreadable: rerun the build")
+    return d, coverage_from_json(None, d)
+
+
+# --------------------------------------------------------------------------------------- tune
+def compile_options(archs: list[int]) -> tc.CompileOptions:
+    return tc.CompileOptions(tuple(archs), extra_flags=HIDDEN)
+
+
+def _stage_sources(files: dict[str, str], src_dir: Path) -> list[Path]:
+    """Write TUs whose text changed (and the common header); returns their paths."""
+    src_dir.mkdir(parents=True, exist_ok=True)
+    hdr = src_dir / COMMON_HEADER
+    common = (TEMPLATES / COMMON_HEADER).read_bytes()
+    if not hdr.is_file() or hdr.read_bytes() != common:
+        atomic_write(hdr, common)
+    out = []
+    for name, text in sorted(files.items()):
+        p = src_dir / name
+        data = text.encode()
+        if not p.is_file() or p.read_bytes() != data:
+            atomic_write(p, data)
+        out.append(p)
+    return out
+
+
+def compile_tus(tus: list[Path], obj_dir: Path, opts: tc.CompileOptions, cache: ObjectCache,
+                launcher: list[str] | None, jobs: int = 0, timeout_s: float | None = None) -> dict:
+    """Compile TUs through the object cache in parallel; {tu name: (obj path, report, hit)}."""
+    obj_dir.mkdir(parents=True, exist_ok=True)
+    jobs = jobs or max(1, min(len(tus), os.cpu_count() or 1))
+
+    def one(tu: Path):
+        r = cache.compile_cached(tu, obj_dir / (tu.stem + ".o"), opts, include_dirs=[tu.parent],
+                                 launcher=launcher, timeout_s=timeout_s)
+        return tu.name, (str(r.obj_path), r.report, r.hit)
+
+    with ThreadPoolExecutor(jobs) as ex:
+        return dict(ex.map(one, tus))
+
+
+def chunk_stats(key: str, pl: Plan, reports: list[dict]) -> tuple[list[int], int]:
+    """Per chunk kernel: max registers over archs; total spill bytes of the Q kernels."""
+    regs = [0] * pl.n_chunks
+    spills = 0
+    for rep in reports:
+        for name, per_arch in rep.items():
+            for c in range(pl.n_chunks):
+                if f"{key}_q_c{c}_k" in name:
+                    for st in per_arch.values():
+                        regs[c] = max(regs[c], int(st.get("registers", 0)))
+                        spills += int(st.get("spill_stores", 0)) + int(st.get("spill_loads", 0))
+    return regs, spills
+
+
+def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], chunk: int | None,
+             slots_cap: int = SLOTS_CAP, launcher: list[str] | None = None) -> bool:
+    d, cov = load_coverage(ir_json)
+    doc: dict = {"format": FORMAT, "key": key}
+    if cov.air_skip:
+        doc.update({"skip": cov.air_skip, "ops_per_chunk": 0, "probes": []})
+        _write_json(Path(out), doc)
+        return True
+    q = cov.q
+    assert q is not None
+    if chunk is not None:
+        pl = plan(q, chunk)
+        res = TuneResult(pl.ops_per_chunk)
+        if pl.total_slots > slots_cap:
+            res.skip = f"chunk {chunk}: {pl.total_slots} scratch slots > SLOTS_CAP {slots_cap}"
+    else:
+        cache = ObjectCache()
+        opts = compile_options(archs)
+
+        def compile_plan(pl: Plan) -> tuple[list[int], int]:
+            ks = KernelSource(key, q, pl, [], "0" * 64)
+            files = {n: t for n, t in render(ks).items() if "_q" in n[len(key):]}
+            sub = Path(work_dir) / f"probe_{pl.ops_per_chunk}"
+            tus = _stage_sources(files, sub)
+            got = compile_tus(tus, sub / "obj", opts, cache, launcher)
+            return chunk_stats(key, pl, [r for _, r, _ in got.values()])
+
+        res = tune(q, compile_plan, slots_cap=slots_cap)
+        shutil.rmtree(work_dir, ignore_errors=True)
+    doc.update(res.to_json())
+    _write_json(Path(out), doc)
+    return True
+
+
+# --------------------------------------------------------------------------------------- emit
+def act_emit(key: str, ir_json: str, tune_json: str, src_dir: str, manifest: str, content: str,
+             settings: dict) -> bool:
+    d, cov = load_coverage(ir_json)
+    t = read_json(Path(tune_json))
+    if t is None:
+        raise RuntimeError(f"{tune_json} is missing or unreadable: rerun the build")
+    skip = cov.air_skip or t.get("skip", "")
+    src = Path(src_dir)
+    doc: dict = {"format": FORMAT, "key": key, "skip": skip, "files": {}}
+    if not skip:
+        assert cov.q is not None
+        pl = plan(cov.q, int(t["ops_per_chunk"]))
+        sh = source_hash(content, settings)
+        files = render(KernelSource(key, cov.q, pl, cov.exprs, sh))
+        _stage_sources(files, src)
+        doc.update({"files": {n: hashlib.sha256(x.encode()).hexdigest() for n, x in sorted(files.items())},
+                    "source_hash": sh, "plan": pl.summary(), "q_ops": len(cov.q.ops),
+                    "exprs": len(cov.exprs), "min_scratch": pl.min_scratch})
+        keep = set(files) | {COMMON_HEADER}
+    else:
+        keep = set()
+    if src.is_dir():
+        for p in src.iterdir():
+            if p.is_file() and p.name not in keep:
+                p.unlink()
+    _write_json(Path(manifest), doc)
+    return True
+
+
+# ----------------------------------------------------------------------------------------- cc
+def act_cc(key: str, manifest: str, obj_dir: str, out: str, archs: list[int], so_paths: list[str],
+           airs: list[str], launcher: list[str] | None = None, timeout_s: float | None = None) -> bool:
+    """Compile every TU of the kernel. On failure the kernel's `.so` files are removed (a stale
+    library is worse than none) and the error names the AIRs."""
+    m = read_json(Path(manifest))
+    if m is None:
+        raise RuntimeError(f"{manifest} is missing or unreadable: rerun the build")
+    doc: dict = {"format": FORMAT, "key": key, "skip": m["skip"], "objects": [], "reports": {}}
+    if not m["skip"]:
+        src = Path(manifest).parent / "src"
+        tus = [src / n for n in m["files"]]
+        try:
+            got = compile_tus(tus, Path(obj_dir), compile_options(archs), ObjectCache(), launcher,
+                              timeout_s=timeout_s)
+        except tc.CompileError as e:
+            remove_so(so_paths)
+            Path(out).unlink(missing_ok=True)
+            log.error("compile of kernel %s (AIRs: %s) failed:\n%s", key, ", ".join(airs), e.dump(False))
+            return False
+        doc["objects"] = [got[t.name][0] for t in tus]
+        doc["reports"] = {t.name: got[t.name][1] for t in tus}
+        doc["hits"] = sum(1 for t in tus if got[t.name][2])
+        doc["spill_bytes"] = sum(tc.spill_bytes(r) for r in doc["reports"].values())
+    _write_json(Path(out), doc)
+    return True
+
+
+# --------------------------------------------------------------------------------------- link
+def act_link(rel: str, objs_json: str, so_path: str, stamp: str, archs: list[int],
+             launcher: list[str] | None = None) -> bool:
+    o = read_json(Path(objs_json))
+    if o is None:
+        raise RuntimeError(f"{objs_json} is missing or unreadable: rerun the build")
+    so = Path(so_path)
+    if o["skip"]:
+        so.unlink(missing_ok=True)
+        _write_json(Path(stamp), {"format": FORMAT, "air": rel, "skip": o["skip"], "so": None})
+        return True
+    try:
+        tc.link_shared([Path(x) for x in o["objects"]], so, compile_options(archs), launcher=launcher)
+    except tc.CompileError as e:
+        Path(stamp).unlink(missing_ok=True)
+        log.error("link of %s failed:\n%s", rel, e.dump(False))
+        return False
+    st = so.stat()
+    _write_json(Path(stamp), {"format": FORMAT, "air": rel, "skip": "", "so": str(so),
+                              "size": st.st_size, "mtime_ns": st.st_mtime_ns})
+    return True
+
+
+def link_uptodate(stamp: str, so_path: str) -> bool:
+    """The `.so` on disk is what the last link left (placed with that size/mtime, or absent)."""
+    s = read_json(Path(stamp))
+    if s is None:
+        return False
+    so = Path(so_path)
+    if s["skip"]:
+        return not so.exists()
+    try:
+        st = so.stat()
+    except OSError:
+        return False
+    return st.st_size == s["size"] and st.st_mtime_ns == s["mtime_ns"]
+
+
+def emitter_config() -> dict:
+    return {"emitter": EMITTER_VERSION}

@@ -1,0 +1,228 @@
+"""Content-addressed object cache, and the package's one atomic file writer.
+
+An entry is one file ``<root>/<kk>/<key>.obj``::
+
+    EXPS-OBJCACHE <CACHE_FORMAT>\\n
+    <sha256 hex of the payload>\\n
+    payload = <header JSON, one line>\\n<object bytes>
+
+The header holds the key, the object's size and the ptxas report. A read re-checks format, digest,
+key and size; anything off is a miss and the entry is removed (reads fail soft). Writes go
+through :func:`atomic_write`, so concurrent writers of one key never expose a partial entry: the
+last ``os.replace`` wins, and same key means same bytes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import re
+import secrets
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from . import toolchain as _tc  # module import (not names): toolchain imports us back
+
+log = logging.getLogger(__name__)
+
+#: Bumped whenever the entry layout or the key recipe changes; part of every key.
+CACHE_FORMAT = "exps-objcache-1"
+_MAGIC = f"EXPS-OBJCACHE {CACHE_FORMAT}\n".encode()
+_TMP_MAX_AGE_S = 3600.0
+
+
+def atomic_write(path: Path | str, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically: temp file beside it, fsync, ``os.replace``.
+
+    The temp name carries the pid and a random suffix (concurrent writers never share one) and
+    is unlinked on any failure. The file mode follows the umask (not mkstemp's 0600). This is the
+    package's only atomic writer: cache entries, build outputs and the ``.so`` all use it.
+    """
+    path = Path(path)
+    tmp = path.parent / f".{path.name[:150]}.{os.getpid()}.{secrets.token_hex(6)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _sha(data: str | bytes) -> str:
+    return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
+
+
+_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
+
+
+def scan_headers(tu_path: Path, include_dirs: Sequence[Path] = ()) -> dict[str, str]:
+    """Texts of the quoted ``#include``s a TU reaches (recursively), keyed by the included name.
+
+    Resolved like nvcc does for quotes: the including file's dir, then ``include_dirs``.
+    Names that resolve nowhere (system headers) are skipped.
+    """
+    found: dict[str, str] = {}
+    todo = [Path(tu_path)]
+    while todo:
+        src = todo.pop()
+        for name in _INCLUDE.findall(src.read_text(errors="replace")):
+            if name in found:
+                continue
+            for d in (src.parent, *map(Path, include_dirs)):
+                if (d / name).is_file():
+                    found[name] = (d / name).read_text(errors="replace")
+                    todo.append(d / name)
+                    break
+    return found
+
+
+@dataclasses.dataclass
+class CachedCompile:
+    """Outcome of :meth:`ObjectCache.compile_cached`; ``result`` is None on a hit."""
+
+    obj_path: Path
+    report: dict
+    hit: bool
+    key: str
+    result: _tc.CompileResult | None
+
+
+class ObjectCache:
+    """Object cache under ``root`` (default ``$EXPS_CACHE_DIR`` or ``~/.cache/exps-codegen``)."""
+
+    def __init__(self, root: Path | str | None = None, max_bytes: int | None = None) -> None:
+        k = _tc.knobs()
+        self.root = Path(root) if root is not None else (
+            k.cache_dir or Path.home() / ".cache" / "exps-codegen")
+        self.max_bytes = k.cache_max_bytes if max_bytes is None else max_bytes
+        self.hits = 0
+        self.misses = 0
+
+    # -- keys -------------------------------------------------------------------------------
+    @staticmethod
+    def key(tu_text: str, header_texts: Mapping[str, str], nvcc_version_text: str,
+            flags: Sequence[str], env: Mapping[str, str]) -> str:
+        """sha256 over named parts (each logged at DEBUG). Flags keep their order (nvcc's
+        argv is positional: ``-Xptxas -v``); headers and env are sorted by name."""
+        parts = [
+            ("format", CACHE_FORMAT),
+            ("tu", tu_text),
+            ("headers", json.dumps({n: _sha(t) for n, t in sorted(header_texts.items())})),
+            ("nvcc", nvcc_version_text),
+            ("flags", json.dumps(list(flags))),
+            ("env", json.dumps(dict(sorted(env.items())))),
+        ]
+        h = hashlib.sha256()
+        for name, text in parts:
+            digest = _sha(text)
+            log.debug("cache key part %s = %s", name, digest)
+            h.update(f"{name}={digest}\n".encode())
+        return h.hexdigest()
+
+    def key_for(self, tu_path: Path, opts: _tc.CompileOptions, *,
+                include_dirs: Sequence[Path] = (), header_texts: Mapping[str, str] | None = None,
+                nvcc: Path | None = None) -> str:
+        """The key of compiling ``tu_path`` with ``opts`` (headers scanned when not given)."""
+        nvcc = nvcc or _tc.find_nvcc()
+        headers = scan_headers(tu_path, include_dirs) if header_texts is None else header_texts
+        return self.key(Path(tu_path).read_text(), headers, _tc.nvcc_version(nvcc).text,
+                        opts.flags(), _tc.knobs().keyed_env)
+
+    # -- entries ----------------------------------------------------------------------------
+    def path(self, key: str) -> Path:
+        return self.root / key[:2] / f"{key}.obj"
+
+    def get(self, key: str) -> tuple[bytes, dict] | None:
+        """``(object bytes, ptxas report)`` or None; a bad entry is removed. Hits touch mtime."""
+        p = self.path(key)
+        try:
+            blob = p.read_bytes()
+        except OSError:
+            return None
+        try:
+            magic, digest, payload = blob[:len(_MAGIC)], blob[len(_MAGIC):len(_MAGIC) + 65], \
+                blob[len(_MAGIC) + 65:]
+            if magic != _MAGIC or digest != f"{_sha(payload)}\n".encode():
+                raise ValueError("bad magic or digest")
+            head, _, obj = payload.partition(b"\n")
+            meta = json.loads(head)
+            if meta["key"] != key or meta["size"] != len(obj) or not isinstance(meta["report"], dict):
+                raise ValueError("header mismatch")
+        except (ValueError, KeyError, TypeError) as e:
+            log.warning("object cache: dropping bad entry %s (%s)", p, e)
+            p.unlink(missing_ok=True)
+            return None
+        try:
+            os.utime(p)  # LRU clock (atime may be off: noatime mounts)
+        except OSError:
+            pass
+        return obj, meta["report"]
+
+    def put(self, key: str, obj: bytes, report: dict) -> Path:
+        """Store an entry atomically (concurrent puts of one key are safe), then prune."""
+        head = json.dumps({"key": key, "size": len(obj), "report": report},
+                          sort_keys=True, separators=(",", ":")).encode()
+        payload = head + b"\n" + obj
+        p = self.path(key)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(p, _MAGIC + f"{_sha(payload)}\n".encode() + payload)
+        self.prune()
+        return p
+
+    def prune(self) -> int:
+        """Remove least-recently-used entries until the total is <= ``max_bytes``; also old
+        temp files left by killed writers. Returns the number of files removed."""
+        entries: list[tuple[float, int, Path]] = []
+        removed = 0
+        now = time.time()
+        for sub in (self.root.glob("??") if self.root.is_dir() else ()):
+            for f in sub.iterdir():
+                try:
+                    st = f.stat()
+                except OSError:
+                    continue
+                if f.name.endswith(".tmp"):
+                    if now - st.st_mtime > _TMP_MAX_AGE_S:
+                        f.unlink(missing_ok=True)
+                        removed += 1
+                elif f.name.endswith(".obj"):
+                    entries.append((st.st_mtime, st.st_size, f))
+        total = sum(size for _, size, _ in entries)
+        for _, size, f in sorted(entries, key=lambda e: (e[0], e[2].name)):
+            if total <= self.max_bytes:
+                break
+            f.unlink(missing_ok=True)
+            total -= size
+            removed += 1
+        return removed
+
+    # -- compile through the cache ----------------------------------------------------------
+    def compile_cached(self, tu_path: Path, out_obj: Path, opts: _tc.CompileOptions, *,
+                       include_dirs: Sequence[Path] = (),
+                       header_texts: Mapping[str, str] | None = None,
+                       launcher: Sequence[str] | None = None, timeout_s: float | None = None,
+                       nvcc: Path | None = None) -> CachedCompile:
+        """get -> (miss) :func:`toolchain.compile_object` -> put. A hit writes the cached object
+        to ``out_obj`` atomically and returns the cached ptxas report without running nvcc."""
+        nvcc = nvcc or _tc.find_nvcc()
+        key = self.key_for(tu_path, opts, include_dirs=include_dirs,
+                           header_texts=header_texts, nvcc=nvcc)
+        got = self.get(key)
+        if got is not None:
+            self.hits += 1
+            Path(out_obj).parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(out_obj, got[0])
+            return CachedCompile(Path(out_obj), got[1], True, key, None)
+        self.misses += 1
+        res = _tc.compile_object(tu_path, out_obj, opts, include_dirs=include_dirs,
+                                 launcher=launcher, timeout_s=timeout_s, nvcc=nvcc)
+        self.put(key, Path(out_obj).read_bytes(), res.report)
+        return CachedCompile(res.obj_path, res.report, False, key, res)

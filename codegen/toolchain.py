@@ -1,0 +1,491 @@
+"""nvcc toolchain: discovery, arch specs, flags, compile (+ ptxas report), link, launcher.
+
+Everything that runs nvcc lives here. nvcc always runs from an argv list (no shell) inside a
+private temporary directory (cwd and ``TMPDIR``); only the finished object / shared library is
+published, through :func:`codegen.cache.atomic_write` (the one atomic writer).
+
+Environment knobs are read in one place, :func:`knobs`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import glob
+import hashlib
+import json
+import logging
+import os
+import re
+import shlex
+import shutil
+import signal
+import site
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from . import cache as _cache  # module import (not names): cache imports us back
+
+log = logging.getLogger(__name__)
+
+#: Flags every compile starts with (order matters and is part of the cache key).
+BASE_FLAGS: tuple[str, ...] = (
+    "-O3", "-std=c++17", "-Xcompiler", "-fPIC", "-DGL64_PARTIALLY_REDUCED", "-Xptxas", "-v",
+)
+#: The ``major`` arch spec: one arch per shipping GPU family, filtered by what nvcc supports.
+MAJOR_ARCHS: tuple[int, ...] = (80, 86, 89, 90, 100, 120)
+#: Environment variables nvcc itself reads; they change the output, so they are cache-keyed.
+KEYED_ENV_VARS: tuple[str, ...] = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS")
+DEFAULT_CACHE_MAX_BYTES = 4 << 30
+
+
+# --------------------------------------------------------------------------- errors
+
+class ToolchainError(RuntimeError):
+    """nvcc missing, bad arch spec, unusable toolchain."""
+
+
+class CompileGuardError(ToolchainError):
+    """A compile was requested while ``EXPS_ASSERT_NO_COMPILE=1``."""
+
+
+class CompileError(ToolchainError):
+    """nvcc (compile or link) failed or timed out. Carries everything needed to reproduce it."""
+
+    def __init__(self, what: str, argv: Sequence[str], rc: int | None, stderr: str,
+                 tu_path: Path | None, repro: str) -> None:
+        self.argv, self.rc, self.stderr = list(argv), rc, stderr
+        self.tu_path, self.repro = tu_path, repro
+        status = "timed out" if rc is None else f"failed (rc={rc})"
+        tail = "\n".join(stderr.strip().splitlines()[-40:])
+        super().__init__(f"{what} {status}" + (f" on {tu_path}" if tu_path else "")
+                         + (f"\n{tail}" if tail else "") + f"\nrepro: {repro}")
+
+    def dump(self, source: bool = True) -> str:
+        """Argv, rc, full stderr and (opt-in) the numbered source of the TU."""
+        out = [f"argv: {shlex.join(self.argv)}", f"rc: {self.rc}", "stderr:", self.stderr,
+               f"repro: {self.repro}"]
+        if source and self.tu_path is not None and self.tu_path.is_file():
+            lines = self.tu_path.read_text(errors="replace").splitlines()
+            out += [f"source {self.tu_path}:"] + [f"{i:5d}  {t}" for i, t in enumerate(lines, 1)]
+        return "\n".join(out)
+
+
+# --------------------------------------------------------------------------- knobs
+
+@dataclasses.dataclass(frozen=True)
+class Knobs:
+    """Snapshot of every environment knob this package reads (see :func:`knobs`)."""
+
+    nvcc: str | None
+    launcher: tuple[str, ...]
+    cache_dir: Path | None
+    cache_max_bytes: int
+    assert_no_compile: bool
+    keyed_env: Mapping[str, str]
+
+
+def _parse_bytes(text: str) -> int:
+    m = re.fullmatch(r"\s*(\d+)\s*([kmgt]?)i?b?\s*", text, re.I)
+    if not m:
+        raise ToolchainError(f"EXPS_CACHE_MAX_BYTES={text!r}: expected e.g. 4000000000, 500M, 4G")
+    return int(m[1]) << (10 * " kmgt".index(m[2].lower() or " "))
+
+
+def knobs(env: Mapping[str, str] | None = None) -> Knobs:
+    """Read every environment knob (re-read on each call, so tests may monkeypatch).
+
+    - ``EXPS_NVCC``: nvcc to use, a full path or a name looked up on PATH (default: discovery,
+      see :func:`find_nvcc`).
+    - ``EXPS_LAUNCHER``: compiler launcher prepended to every nvcc argv, shell-split
+      (e.g. ``ccache`` or ``sccache``). Not cache-keyed: it must not change the bytes.
+    - ``EXPS_CACHE_DIR``: object cache root (default ``~/.cache/exps-codegen``).
+    - ``EXPS_CACHE_MAX_BYTES``: object cache size bound, pruned LRU (default 4G; K/M/G suffixes).
+    - ``EXPS_ASSERT_NO_COMPILE=1``: any compile or link raises :class:`CompileGuardError`
+      (tests use it to prove a no-op build runs no nvcc).
+    - ``NVCC_PREPEND_FLAGS`` / ``NVCC_APPEND_FLAGS``: read by nvcc itself; they change the
+      output, so they are returned in ``keyed_env`` and enter the cache key.
+    """
+    env = os.environ if env is None else env
+    return Knobs(
+        nvcc=env.get("EXPS_NVCC") or None,
+        launcher=tuple(shlex.split(env.get("EXPS_LAUNCHER", ""))),
+        cache_dir=Path(env["EXPS_CACHE_DIR"]).expanduser() if env.get("EXPS_CACHE_DIR") else None,
+        cache_max_bytes=_parse_bytes(env["EXPS_CACHE_MAX_BYTES"])
+        if env.get("EXPS_CACHE_MAX_BYTES") else DEFAULT_CACHE_MAX_BYTES,
+        assert_no_compile=env.get("EXPS_ASSERT_NO_COMPILE", "").strip() not in ("", "0"),
+        keyed_env={k: env.get(k, "") for k in KEYED_ENV_VARS},
+    )
+
+
+def launcher_from_env() -> list[str]:
+    """The ``EXPS_LAUNCHER`` argv prefix (``[]`` when unset)."""
+    return list(knobs().launcher)
+
+
+# --------------------------------------------------------------------------- discovery
+
+def _pip_nvcc_candidates() -> Iterator[Path]:
+    dirs = [*site.getsitepackages(), site.getusersitepackages(), *sys.path]
+    for d in dict.fromkeys(dirs):  # nvidia/cuda_nvcc (CUDA 12 wheels), nvidia/cu13 (CUDA 13)
+        for hit in sorted(glob.glob(os.path.join(d, "nvidia", "*", "bin", "nvcc"))):
+            yield Path(hit)
+
+
+def find_nvcc() -> Path:
+    """Locate nvcc: ``$EXPS_NVCC``, PATH, ``$CUDA_HOME/bin``, ``$CUDA_PATH/bin``, pip wheel."""
+    k = knobs()
+    if k.nvcc:
+        hit = shutil.which(k.nvcc)
+        if hit is None:
+            raise ToolchainError(f"EXPS_NVCC={k.nvcc!r} is not an executable file or a command "
+                                 "on PATH; point it at nvcc (e.g. /usr/local/cuda/bin/nvcc)")
+        return Path(hit).resolve()
+    if hit := shutil.which("nvcc"):
+        return Path(hit).resolve()
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            cand = Path(os.environ[var]) / "bin" / "nvcc"
+            if os.access(cand, os.X_OK) and cand.is_file():
+                return cand.resolve()
+    for cand in _pip_nvcc_candidates():
+        if os.access(cand, os.X_OK):
+            return cand.resolve()
+    raise ToolchainError(
+        "nvcc not found (looked at $EXPS_NVCC, PATH, $CUDA_HOME/bin, $CUDA_PATH/bin and pip's "
+        "nvidia/*/bin/nvcc). Install the CUDA toolkit (>= 12) or `pip install nvidia-cuda-nvcc`, "
+        "or set EXPS_NVCC=/path/to/nvcc (or CUDA_HOME).")
+
+
+@dataclasses.dataclass(frozen=True)
+class NvccInfo:
+    """``nvcc --version`` output; ``text`` (all of it) is what enters the cache key."""
+
+    text: str
+    release: tuple[int, int]
+
+    @classmethod
+    def parse(cls, text: str) -> NvccInfo:
+        m = re.search(r"release (\d+)\.(\d+)", text)
+        if not m:
+            raise ToolchainError(f"cannot read the release from nvcc --version:\n{text}")
+        return cls(text.strip(), (int(m[1]), int(m[2])))
+
+
+_injected_version: NvccInfo | None = None
+
+
+def _run_probe(argv: list[str]) -> str:
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise ToolchainError(f"cannot run {shlex.join(argv)}: {e}") from e
+    if p.returncode != 0:
+        raise ToolchainError(f"{shlex.join(argv)} failed (rc={p.returncode}): {p.stderr.strip()}")
+    return p.stdout
+
+
+@functools.cache
+def _probe_version(nvcc: str) -> NvccInfo:
+    return NvccInfo.parse(_run_probe([nvcc, "--version"]))
+
+
+def nvcc_version(nvcc: Path | str) -> NvccInfo:
+    """``nvcc --version``, probed once per process and nvcc path (see :func:`injected_version`)."""
+    return _injected_version or _probe_version(str(nvcc))
+
+
+@contextmanager
+def injected_version(info: NvccInfo) -> Iterator[NvccInfo]:
+    """Test hook: make :func:`nvcc_version` return ``info`` for any nvcc inside the block."""
+    global _injected_version
+    saved, _injected_version = _injected_version, info
+    try:
+        yield info
+    finally:
+        _injected_version = saved
+
+
+@functools.cache
+def supported_archs(nvcc: Path | str) -> tuple[int, ...]:
+    """Real archs this nvcc can target (``nvcc --list-gpu-arch``), probed once per process."""
+    out = _run_probe([str(nvcc), "--list-gpu-arch"])
+    return tuple(sorted({int(m) for m in re.findall(r"^compute_(\d+)\s*$", out, re.M)}))
+
+
+# --------------------------------------------------------------------------- archs
+
+def detect_gpu_archs() -> list[int]:
+    """Compute capabilities of the host's GPUs via nvidia-smi (``[]`` when none/unavailable)."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return []
+    try:
+        p = subprocess.run([smi, "--query-gpu=compute_cap", "--format=csv,noheader"],
+                           capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    if p.returncode != 0:
+        return []
+    caps = re.findall(r"^\s*(\d+)\.(\d+)\s*$", p.stdout, re.M)
+    return sorted({int(a) * 10 + int(b) for a, b in caps})
+
+
+def _parse_arch_token(tok: str) -> int:
+    m = re.fullmatch(r"(?:sm_|compute_)?(\d{2,3})|(\d+)\.(\d)", tok.strip().lower())
+    if not m:
+        raise ToolchainError(f"bad arch {tok!r}: expected e.g. 90, sm_90, 9.0, 'major' or 'auto'")
+    return int(m[1]) if m[1] else int(m[2]) * 10 + int(m[3])
+
+
+def resolve_archs(spec: str, nvcc: Path | str) -> list[int]:
+    """Arch spec -> sorted unique SM numbers that ``nvcc`` supports.
+
+    ``auto``: the host GPU(s) (``nvidia-smi``); without a GPU falls back to ``major`` (logged).
+    ``major``: :data:`MAJOR_ARCHS` filtered by ``nvcc --list-gpu-arch``.
+    Otherwise a comma/space separated list of ``90`` / ``sm_90`` / ``9.0``.
+    """
+    supported = supported_archs(nvcc)
+    spec = spec.strip().lower()
+    if spec == "auto":
+        found = detect_gpu_archs()
+        if not found:
+            log.warning("arch spec 'auto': no GPU found (nvidia-smi missing or reports none); "
+                        "building for 'major' instead: %s",
+                        [a for a in MAJOR_ARCHS if a in supported])
+            return resolve_archs("major", nvcc)
+        archs = found
+    elif spec == "major":
+        archs = [a for a in MAJOR_ARCHS if a in supported]
+        if not archs:
+            raise ToolchainError(f"nvcc supports none of {MAJOR_ARCHS} (it lists {supported})")
+        return archs
+    else:
+        tokens = [t for t in re.split(r"[,\s]+", spec) if t]
+        if not tokens:
+            raise ToolchainError("empty arch spec: use 'auto', 'major' or e.g. '89,120'")
+        archs = sorted({_parse_arch_token(t) for t in tokens})
+    bad = [a for a in archs if a not in supported]
+    if bad:
+        raise ToolchainError(f"arch(s) {['sm_%d' % a for a in bad]} not supported by {nvcc} "
+                             f"(supported: {', '.join(map(str, supported))})")
+    return sorted(archs)
+
+
+def gencode_flags(archs: Iterable[int]) -> list[str]:
+    """SASS for every arch, plus PTX for the newest arch of each major lineage (JIT forward)."""
+    archs = sorted(set(archs))
+    newest = {a // 10: a for a in archs}  # sorted: last one per major wins
+    out: list[str] = []
+    for a in archs:
+        out += ["-gencode", f"arch=compute_{a},code=sm_{a}"]
+        if newest[a // 10] == a:
+            out += ["-gencode", f"arch=compute_{a},code=compute_{a}"]
+    return out
+
+
+# --------------------------------------------------------------------------- options
+
+@dataclasses.dataclass(frozen=True)
+class CompileOptions:
+    """Everything (besides the TU, headers, nvcc and keyed env) that decides an object's bytes."""
+
+    archs: tuple[int, ...]
+    extra_flags: tuple[str, ...] = ()
+    maxrregcount: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.archs:
+            raise ToolchainError("CompileOptions needs at least one arch")
+        if self.maxrregcount is not None and self.maxrregcount <= 0:
+            raise ToolchainError(f"maxrregcount must be positive, got {self.maxrregcount}")
+        object.__setattr__(self, "archs", tuple(sorted(set(int(a) for a in self.archs))))
+        object.__setattr__(self, "extra_flags", tuple(self.extra_flags))
+
+    def flags(self) -> list[str]:
+        """The full ordered nvcc flag list (no ``-c``, ``-I``, input or output)."""
+        out = [*BASE_FLAGS, *gencode_flags(self.archs)]
+        if self.maxrregcount is not None:
+            out += ["-maxrregcount", str(self.maxrregcount)]
+        return out + list(self.extra_flags)
+
+    def key(self) -> str:
+        """Stable sha256 hex digest of :meth:`flags`."""
+        return hashlib.sha256(json.dumps(self.flags()).encode()).hexdigest()
+
+
+# --------------------------------------------------------------------------- ptxas report
+
+_ENTRY = re.compile(r"Compiling entry function '([^']+)' for '(sm_\w+)'")
+_PROPS = re.compile(r"Function properties for (\S+)")
+_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_USED = re.compile(r"Used (\d+) registers(.*)")
+_GMEM = re.compile(r"ptxas info\s*:\s*\d+ bytes gmem")
+
+
+def _blank(entry: bool) -> dict:
+    return {"entry": entry, "registers": 0, "stack_frame": 0, "spill_stores": 0,
+            "spill_loads": 0, "shared_mem": 0}
+
+
+def parse_ptxas(text: str) -> dict[str, dict[str, dict]]:
+    """Parse ``-Xptxas -v`` output into ``{function: {"sm_90": stats}}``.
+
+    ``stats``: ``entry`` (a ``__global__``), ``registers``, ``stack_frame``, ``spill_stores``,
+    ``spill_loads``, ``shared_mem`` (bytes), plus ``barriers``/``cmem``/``cumulative_stack``
+    when ptxas prints them. Names are as ptxas prints them (mangled unless ``extern "C"``).
+    Non-entry functions printed before any entry of their ptxas run (``-rdc``) get the arch of
+    the run's first entry.
+    """
+    report: dict[str, dict[str, dict]] = {}
+    arch: str | None = None
+    entry_name: str | None = None
+    cur: dict | None = None
+    pending: list[tuple[str, dict]] = []
+    for line in text.splitlines():
+        if _GMEM.search(line):  # a new ptxas run (one per arch)
+            arch, entry_name, pending = None, None, []
+        elif m := _ENTRY.search(line):
+            arch, entry_name = m[2], m[1]
+            for name, st in pending:
+                report.setdefault(name, {})[arch] = st
+            pending = []
+            cur = report.setdefault(entry_name, {}).setdefault(arch, _blank(True))
+        elif m := _PROPS.search(line):
+            if m[1] == entry_name and arch is not None:
+                cur = report[entry_name][arch]
+            else:
+                cur = _blank(False)
+                if arch is None:
+                    pending.append((m[1], cur))
+                else:
+                    report.setdefault(m[1], {})[arch] = cur
+        elif cur is not None and (m := _FRAME.search(line)):
+            cur["stack_frame"], cur["spill_stores"], cur["spill_loads"] = map(int, m.groups())
+        elif cur is not None and (m := _USED.search(line)):
+            cur["registers"] = int(m[1])
+            rest = m[2]
+            if b := re.search(r"(\d+) bytes smem", rest):
+                cur["shared_mem"] = int(b[1])
+            if b := re.search(r"used (\d+) barriers", rest):
+                cur["barriers"] = int(b[1])
+            if b := re.search(r"(\d+) bytes cumulative stack size", rest):
+                cur["cumulative_stack"] = int(b[1])
+            if cm := re.findall(r"(\d+) bytes cmem\[(\d+)\]", rest):
+                cur["cmem"] = {bank: int(n) for n, bank in cm}
+    return report
+
+
+def spill_bytes(report: Mapping[str, Mapping[str, Mapping]]) -> int:
+    """Total spill stores + loads over every function and arch of a report (0 = no spill)."""
+    return sum(st["spill_stores"] + st["spill_loads"]
+               for per_arch in report.values() for st in per_arch.values())
+
+
+# --------------------------------------------------------------------------- running nvcc
+
+@dataclasses.dataclass
+class CompileResult:
+    obj_path: Path
+    report: dict
+    stderr: str
+    argv: list[str]
+    seconds: float
+
+
+def _check_guard(what: str) -> None:
+    if knobs().assert_no_compile:
+        raise CompileGuardError(f"EXPS_ASSERT_NO_COMPILE is set but {what} was requested")
+
+
+def _repro(argv: Sequence[str], tmp_out: str, real_out: Path) -> str:
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in knobs().keyed_env.items() if v)
+    cmd = shlex.join(str(real_out) if a == tmp_out else a for a in argv)
+    return f"{env} {cmd}".strip()
+
+
+def _run_nvcc(what: str, argv: list[str], workdir: str, timeout_s: float | None,
+              tmp_out: str, real_out: Path, tu_path: Path | None) -> tuple[str, float]:
+    """Run argv in its own process group; return merged stdout+stderr and seconds.
+
+    nvcc's scratch files (``TMPDIR``) and output go to the private ``workdir``. The working
+    directory is the TU's own directory (read only): launchers such as ccache hash the cwd
+    (``hash_dir``), so a random cwd would make them miss every time.
+    """
+    env = dict(os.environ, TMPDIR=workdir)
+    cwd = str(tu_path.parent) if tu_path is not None else workdir
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    except OSError as e:
+        raise CompileError(what, argv, 127, str(e), tu_path, _repro(argv, tmp_out, real_out)) from e
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the launcher, nvcc and its cicc/ptxas children
+        out, _ = proc.communicate()
+        text = out.decode(errors="replace") + f"\n[killed after {timeout_s} s]"
+        raise CompileError(what, argv, None, text, tu_path, _repro(argv, tmp_out, real_out)) from None
+    text = out.decode(errors="replace")
+    if proc.returncode != 0 or not os.path.isfile(tmp_out):
+        raise CompileError(what, argv, proc.returncode, text, tu_path,
+                           _repro(argv, tmp_out, real_out))
+    return text, time.monotonic() - t0
+
+
+def compile_object(tu_path: Path, out_obj: Path, opts: CompileOptions, *,
+                   include_dirs: Sequence[Path] = (), launcher: Sequence[str] | None = None,
+                   timeout_s: float | None = None, nvcc: Path | None = None) -> CompileResult:
+    """``nvcc -c`` one TU; publish ``out_obj`` atomically; return the parsed ptxas report.
+
+    ``launcher`` None means :func:`launcher_from_env`; ``[]`` means none. Note: nvcc embeds its
+    pid-derived temp name (``tmpxft_<pid>_...cudafe1.cpp``) as the object's FILE symbol, so two
+    compiles of one TU differ in that string only; it is gone from the stripped ``.so``.
+    """
+    _check_guard(f"compiling {tu_path}")
+    nvcc = nvcc or find_nvcc()
+    tu_path, out_obj = Path(tu_path).resolve(), Path(out_obj)
+    launcher = launcher_from_env() if launcher is None else list(launcher)
+    with tempfile.TemporaryDirectory(prefix="exps-nvcc-") as work:
+        tmp_out = os.path.join(work, out_obj.name)
+        argv = [*launcher, str(nvcc), "-c", *opts.flags(),
+                *(f"-I{Path(d).resolve()}" for d in include_dirs),
+                str(tu_path), "-o", tmp_out]
+        text, secs = _run_nvcc("nvcc compile", argv, work, timeout_s, tmp_out, out_obj, tu_path)
+        out_obj.parent.mkdir(parents=True, exist_ok=True)
+        _cache.atomic_write(out_obj, Path(tmp_out).read_bytes())
+    log.debug("compiled %s in %.2fs", tu_path, secs)
+    return CompileResult(out_obj, parse_ptxas(text), text, argv, secs)
+
+
+def link_shared(objs: Sequence[Path], out_so: Path, opts: CompileOptions, *,
+                launcher: Sequence[str] | None = None, timeout_s: float | None = None,
+                nvcc: Path | None = None) -> Path:
+    """``nvcc -shared`` the objects into ``out_so`` (static cudart, -fPIC, stripped), atomically.
+
+    On failure nothing is left at ``out_so`` (a stale library there is removed too, so a failed
+    rebuild can never be mistaken for a current one).
+    """
+    _check_guard(f"linking {out_so}")
+    nvcc = nvcc or find_nvcc()
+    out_so = Path(out_so)
+    launcher = launcher_from_env() if launcher is None else list(launcher)
+    try:
+        with tempfile.TemporaryDirectory(prefix="exps-link-") as work:
+            tmp_out = os.path.join(work, out_so.name)
+            argv = [*launcher, str(nvcc), "-shared", "-cudart", "static", "-Xcompiler", "-fPIC",
+                    "-Xlinker", "-s", *gencode_flags(opts.archs),
+                    *(str(Path(o).resolve()) for o in objs), "-o", tmp_out]
+            _run_nvcc("nvcc link", argv, work, timeout_s, tmp_out, out_so, None)
+            out_so.parent.mkdir(parents=True, exist_ok=True)
+            _cache.atomic_write(out_so, Path(tmp_out).read_bytes())
+    except BaseException:
+        out_so.unlink(missing_ok=True)
+        raise
+    return out_so
