@@ -7,6 +7,7 @@ Output is deterministic: the same IR gives byte-identical translation units.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -209,6 +210,7 @@ def render(ks: KernelSource, tu_ops: int = TU_OPS) -> dict[str, str]:
         key=key, n_chunks=pl.n_chunks, total_slots=pl.total_slots, min_scratch=pl.min_scratch,
         x_groups=len(x_groups), covered=sorted(_i(x.ir.exp_id) for x in ks.exprs),
         emitter_version=EMITTER_VERSION, source_hash=ks.source_hash, header=COMMON_HEADER,
+        hash_offset=len("exps-codegen-id:") + len(EMITTER_VERSION) + 1,
         q_groups=[{"index": g, "chunks": idx} for g, idx in enumerate(q_groups)])
     return files
 
@@ -220,6 +222,18 @@ def source_hash(content_digest: str, settings: dict) -> str:
     h.update(content_digest.encode())
     h.update(repr(sorted(settings.items())).encode())
     return h.hexdigest()
+
+
+ID_RE = re.compile(rb"exps-codegen-id:([0-9A-Za-z.+-]{1,32}):([0-9a-f]{64})")
+
+
+def read_so_identity(so: Path) -> tuple[str, str] | None:
+    """(emitter version, source hash) embedded in a generated `.so`, or None."""
+    try:
+        m = ID_RE.search(Path(so).read_bytes())
+    except OSError:
+        return None
+    return (m.group(1).decode(), m.group(2).decode()) if m else None
 
 
 def common_header_text() -> str:

@@ -155,8 +155,11 @@ def test_copy_zi_and_eval_q() -> None:
     # Zi is read unstrided: zi[r] * cm0[r + 2]
     assert [int(x) for x in q[0]] == [zi[r] * cols[0][(r + 2) % 8] for r in range(8)]
     assert not q[1:].any()
-    with pytest.raises(ValueError):
-        eval_q(SI, ei, data(4, cm1=[c[:4] for c in cols], zi=zi[:4]))
+    with pytest.raises(ValueError):   # not a power of two
+        eval_q(SI, ei, data(6, cm1=[c[:6] for c in cols], zi=zi[:6]))
+    # a larger power-of-two domain keeps the stride opening * blowup (host checks use it)
+    q16 = eval_q(SI, ei, data(16, cm1=[c * 2 for c in cols], zi=zi * 2))
+    assert [int(x) for x in q16[0]] == [(zi * 2)[r] * (cols[0] * 2)[(r + 2) % 16] for r in range(16)]
 
 
 def test_unsupported_operands() -> None:

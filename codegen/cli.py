@@ -1,0 +1,233 @@
+"""`exps-codegen`: the command line, on the same doit task graph as `dodo.py`.
+
+    exps-codegen build PK        build and place every <base>.exps.so of the provingKey
+    exps-codegen emit PK         sources only (--keep-dir D), the provingKey untouched
+    exps-codegen status PK       per AIR: current / stale / missing / skipped
+    exps-codegen verify PK       host check: generated kernels (g++) vs the numpy oracle
+    exps-codegen clean PK        remove what the build made (the .so files and the build dir)
+
+The original tool's flags still work: `exps-codegen --proving-key PK [--arch A] [--cap N]
+[--chunk N] [--keep-dir D] [--emit-only] [--stark-src DIR]` (`--stark-src` is ignored: nothing
+outside this package is needed).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from . import EMITTER_VERSION
+
+log = logging.getLogger("exps_codegen")
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--arch", default="auto",
+                   help="GPU archs: auto (this machine's GPU, else major), major, or a list like 89,120 / sm_90")
+    p.add_argument("--cap", type=int, default=40000, help="skip AIRs whose Q has more ops (default 40000)")
+    p.add_argument("--chunk", type=int, default=None,
+                   help="fixed ops per Q chunk (0 = one kernel); turns autotune off")
+    p.add_argument("--launcher", default=os.environ.get("EXPS_LAUNCHER") or None,
+                   help="compiler launcher in front of nvcc, e.g. ccache (env EXPS_LAUNCHER)")
+    p.add_argument("--build-dir", default=None, help="build dir (default build/exps/<key>-<hash> here)")
+    p.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, help="parallel tasks")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="exps-codegen", description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=__doc__.split("\n\n", 1)[1])
+    ap.add_argument("--version", action="version", version=f"exps-codegen {EMITTER_VERSION}")
+    sub = ap.add_subparsers(dest="cmd", metavar="COMMAND")
+    for name, help_ in (("build", "build and place every <base>.exps.so"),
+                        ("emit", "write the CUDA sources only (into --keep-dir)"),
+                        ("status", "per AIR: current / stale / missing / skipped"),
+                        ("verify", "host check of every covered expression against the oracle"),
+                        ("clean", "remove what the build made"),
+                        ("gpucheck", "check the placed .so files on this machine's GPU (needs CuPy)")):
+        sp = sub.add_parser(name, help=help_, description=help_)
+        sp.add_argument("pk", help="provingKey directory")
+        _common(sp)
+        if name == "emit":
+            sp.add_argument("--keep-dir", default=None, help="where the sources go (default: the build dir)")
+        if name == "verify":
+            sp.add_argument("--seed", type=int, default=1, help="random input seed")
+            sp.add_argument("--rows", type=int, default=1 << 13, help="max rows per check")
+    return ap
+
+
+def legacy_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="exps-codegen", description="original tool's flags")
+    ap.add_argument("--proving-key", required=True)
+    ap.add_argument("--keep-dir", default=None)
+    ap.add_argument("--emit-only", action="store_true")
+    ap.add_argument("--stark-src", default=None)
+    _common(ap)
+    return ap
+
+
+def _settings(a):
+    from .tasks import Settings
+    build = getattr(a, "keep_dir", None) or a.build_dir
+    return Settings(pk=a.pk, build=build, arch=a.arch, cap=a.cap, chunk=a.chunk, launcher=a.launcher)
+
+
+def run_doit(s, targets: list[str], jobs: int = 1, emit_only: bool = False, extra: list[str] | None = None) -> int:
+    from doit.cmd_base import ModuleTaskLoader
+    from doit.doit_cmd import DoitMain
+
+    from .tasks import ProgressReporter, exps_tasks, lock_build
+
+    lock_build(s)
+    ProgressReporter.settings = s
+
+    def task_exps():
+        yield from exps_tasks(s, emit_only=emit_only)
+
+    mod = {"task_exps": task_exps,
+           "DOIT_CONFIG": {"dep_file": str(Path(s.build) / ".doit.db"), "reporter": ProgressReporter,
+                           "verbosity": 1}}
+    argv = list(extra or ["run"])
+    if jobs > 1 and argv[0] == "run":
+        argv += ["-n", str(jobs), "-P", "thread"]
+    return DoitMain(ModuleTaskLoader(mod)).run(argv + targets)
+
+
+def cmd_build(a) -> int:
+    s = _settings(a)
+    rc = run_doit(s, ["link"], a.jobs)
+    return rc
+
+
+def cmd_emit(a) -> int:
+    s = _settings(a)
+    rc = run_doit(s, ["emit"], a.jobs, emit_only=True)
+    if rc == 0:
+        print(f"sources in {s.build}/<kernel>/src/")
+    return rc
+
+
+def cmd_clean(a) -> int:
+    s = _settings(a)
+    rc = run_doit(s, [], extra=["clean", "--clean-all"])
+    if rc == 0 and Path(s.build).is_dir():
+        shutil.rmtree(s.build, ignore_errors=True)
+        print(f"removed {s.build}")
+    return rc
+
+
+def status_rows(s) -> list[dict]:
+    from .build import read_json
+    from .discover import discover
+    from .emit import read_so_identity, source_hash
+    rows = []
+    for p in discover(s.pk):
+        ir = read_json(Path(s.build) / p.key / "ir.json") or {}
+        man = read_json(Path(s.build) / p.key / "manifest.json") or {}
+        skip = p.error or ir.get("air_skip") or man.get("skip") or ""
+        ident = read_so_identity(p.so_path)
+        if skip and not ident:
+            state = "skipped"
+        elif ident is None:
+            state = "missing" if not p.so_path.exists() else "stale (no identity)"
+        elif ident == (EMITTER_VERSION, source_hash(p.content, s.hashed())):
+            state = "current"
+        else:
+            state = "stale"
+        rows.append({"air": p.rel, "kernel": p.key, "state": state, "reason": skip})
+    return rows
+
+
+def cmd_status(a) -> int:
+    rows = status_rows(_settings(a))
+    w = max([len(r["air"]) for r in rows] + [3])
+    for r in rows:
+        print(f"{r['air'].ljust(w)}  {r['state']:<8} {r['reason'][:100]}")
+    counts = {k: sum(r["state"].startswith(k) for r in rows) for k in ("current", "stale", "missing", "skipped")}
+    print(", ".join(f"{v} {k}" for k, v in counts.items()))
+    return 0 if counts["stale"] == 0 else 3
+
+
+def cmd_verify(a) -> int:
+    from .build import read_json
+    from .discover import discover, kernels
+    from .hostcheck import check_air
+    from .kernel import cover
+    from .model import ModelError, load_air, load_json
+    s = _settings(a)
+    bad = 0
+    tot_words = tot_exprs = 0
+    print(f"{'AIR':<60} {'kernel':<28} {'Q ops':>6} {'chunks':>6} {'exprs':>5} {'checks':>6} {'words':>10}  result")
+    for key, ps in sorted(kernels(discover(s.pk)).items()):
+        p = ps[0]
+        t0 = time.monotonic()
+        try:
+            si, ei = load_air(p.starkinfo, p.expressions)
+        except ModelError as e:
+            print(f"{p.rel[-60:]:<60} {key[:28]:<28} skipped: bad input: {e}")
+            continue
+        cov = cover(si, ei, cap=s.cap)
+        if cov.air_skip:
+            print(f"{p.rel[-60:]:<60} {key[:28]:<28} {'':>6} {'':>6} {'':>5} {'':>6} {'':>10}  skipped: {cov.air_skip[:90]}")
+            continue
+        tune = read_json(Path(s.build) / key / "tune.json") or {}
+        opc = s.chunk if s.chunk is not None else tune.get("ops_per_chunk")
+        r = check_air(key, si, load_json(p.starkinfo), load_json(p.expressions), cov, ops_per_chunk=opc,
+                      seed=a.seed)
+        from .hostcheck import default_ops_per_chunk
+        from .plan import plan
+        chunks = plan(cov.q, opc if opc is not None else default_ops_per_chunk(cov.q_ops)).n_chunks
+        words = r.q_words + r.expr_words
+        tot_words += words
+        tot_exprs += len(cov.exprs)
+        res = "bit-identical" if r.ok else "MISMATCH: " + "; ".join(r.mismatches[:3])
+        bad += not r.ok
+        for q in ps:
+            print(f"{q.rel[-60:]:<60} {key[:28]:<28} {cov.q_ops:>6} {chunks:>6} {len(cov.exprs):>5} "
+                  f"{r.expr_checks:>6} {words:>10}  {res} ({time.monotonic() - t0:.1f}s)")
+    print(f"{tot_exprs} covered expressions (+ Q per kernel), {tot_words} words compared, "
+          f"{bad} kernel(s) with mismatches")
+    return 1 if bad else 0
+
+
+def cmd_gpucheck(a) -> int:
+    from .gpucheck import main as gmain
+    return gmain(_settings(a))
+
+
+COMMANDS = {"build": cmd_build, "emit": cmd_emit, "status": cmd_status, "verify": cmd_verify,
+            "clean": cmd_clean, "gpucheck": cmd_gpucheck}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
+    if any(x.startswith("--proving-key") for x in argv):
+        a = legacy_parser().parse_args(argv)
+        a.pk = a.proving_key
+        if a.stark_src:
+            print("note: --stark-src is ignored: exps-codegen needs no pil2-stark checkout", file=sys.stderr)
+        if a.verbose:
+            logging.getLogger().setLevel(logging.DEBUG)
+        return cmd_emit(a) if a.emit_only else cmd_build(a)
+    a = parser().parse_args(argv)
+    if not a.cmd:
+        parser().print_help()
+        return 2
+    if a.verbose:
+        logging.getLogger().setLevel(logging.DEBUG)
+    try:
+        return COMMANDS[a.cmd](a)
+    except FileNotFoundError as e:
+        print(f"exps-codegen: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
