@@ -91,9 +91,6 @@ def _load(so: Path) -> ctypes.CDLL:
     return lib
 
 
-def _ptr(a: np.ndarray) -> int:
-    return a.ctypes.data
-
 
 def stage_cols(si: StarkInfo) -> dict[int, int]:
     cols: dict[int, int] = {s: 0 for s in range(1, si.n_stages + 2)}
@@ -113,9 +110,35 @@ def _scalars(si: StarkInfo, rng) -> dict[str, np.ndarray]:
     return {k: raw_words(rng, (max(v, 1),)) for k, v in sizes.items()}
 
 
+class HostMem:
+    """Memory backend of the host check: numpy arrays, host pointers (gpucheck has a CuPy twin)."""
+
+    name = "host"
+
+    def put(self, a: np.ndarray):
+        return np.ascontiguousarray(a, dtype=np.uint64).copy()
+
+    def ptr(self, h) -> int:
+        return h.ctypes.data if h.size else 0
+
+    def get(self, h) -> np.ndarray:
+        return np.array(h, dtype=np.uint64)
+
+    def steps(self, fields: dict[str, int]):
+        st = _Steps(**fields)
+        return ctypes.addressof(st), st
+
+    def sync(self) -> None:
+        pass
+
+
+STEP_FIELDS = [f for f, _ in _Steps._fields_]
+
+
 @dataclass
 class Buffers:
-    """Host buffers laid out as the prover lays them (one aux_trace, const arrays, scalars)."""
+    """Inputs laid out as the prover lays them (one aux_trace, const arrays, scalars), as numpy
+    arrays; `bind` puts them in a memory backend and builds the StepsParams there."""
 
     aux: np.ndarray
     off_ext: dict[int, int]
@@ -124,7 +147,8 @@ class Buffers:
     const_ext: np.ndarray
     const_trace: np.ndarray
     scalars: dict[str, np.ndarray]
-    steps: _Steps = field(default_factory=_Steps)
+    steps: int = 0
+    _keep: list = field(default_factory=list)
 
     def domain(self, si: StarkInfo, extended: bool, D: int) -> reference.DomainData:
         cols = stage_cols(si)
@@ -137,6 +161,22 @@ class Buffers:
             publics=self.scalars["publics"], challenges=self.scalars["challenges"],
             airvalues=self.scalars["airvalues"], airgroupvalues=self.scalars["airgroupvalues"],
             proofvalues=self.scalars["proofvalues"], evals=self.scalars["evals"])
+
+    def bind(self, mem) -> int:
+        """Copy the inputs into `mem`; returns the StepsParams pointer the ABI takes."""
+        h = {"aux": mem.put(self.aux), "cx": mem.put(self.const_ext), "ct": mem.put(self.const_trace)}
+        h.update({k: mem.put(v) for k, v in self.scalars.items()})
+        aux = mem.ptr(h["aux"])
+        fields = {"aux_trace": aux, "trace": aux + 8 * self.off_trace[1],
+                  "pConstPolsExtendedTreeAddress": mem.ptr(h["cx"]),
+                  "pConstPolsAddress": mem.ptr(h["ct"]),
+                  "publicInputs": mem.ptr(h["publics"]), "challenges": mem.ptr(h["challenges"]),
+                  "evals": mem.ptr(h["evals"]), "airValues": mem.ptr(h["airvalues"]),
+                  "airgroupValues": mem.ptr(h["airgroupvalues"]),
+                  "proofValues": mem.ptr(h["proofvalues"])}
+        self.steps, keep = mem.steps(fields)
+        self._keep = [h, keep]
+        return self.steps
 
 
 def make_buffers(si: StarkInfo, n_ext: int, n: int, rng) -> Buffers:
@@ -151,17 +191,8 @@ def make_buffers(si: StarkInfo, n_ext: int, n: int, rng) -> Buffers:
         off_trace[s] = pos
         pos += c * n
     aux = raw_words(rng, (pos,))
-    b = Buffers(aux, off_ext, off_trace, off_zi, raw_words(rng, (si.n_constants * n_ext,)),
-                raw_words(rng, (si.n_constants * n,)), _scalars(si, rng))
-    st = b.steps
-    st.aux_trace = _ptr(aux)
-    st.trace = _ptr(aux) + 8 * off_trace[1]
-    st.pConstPolsExtendedTreeAddress = _ptr(b.const_ext) if b.const_ext.size else 0
-    st.pConstPolsAddress = _ptr(b.const_trace) if b.const_trace.size else 0
-    st.publicInputs, st.challenges = _ptr(b.scalars["publics"]), _ptr(b.scalars["challenges"])
-    st.evals, st.airValues = _ptr(b.scalars["evals"]), _ptr(b.scalars["airvalues"])
-    st.airgroupValues, st.proofValues = _ptr(b.scalars["airgroupvalues"]), _ptr(b.scalars["proofvalues"])
-    return b
+    return Buffers(aux, off_ext, off_trace, off_zi, raw_words(rng, (si.n_constants * n_ext,)),
+                   raw_words(rng, (si.n_constants * n,)), _scalars(si, rng))
 
 
 @dataclass
@@ -184,28 +215,31 @@ def _first_diff(got: np.ndarray, want: np.ndarray) -> str:
 
 def check_kernel(si: StarkInfo, si_json: dict, ei_json: dict, ks: KernelSource, lib: ctypes.CDLL,
                  seed: int = 1, min_rows_ext: int = 1024, min_rows: int = 64,
-                 max_rows: int = 1 << 13) -> CheckResult:
+                 max_rows: int = 1 << 13, mem=None) -> CheckResult:
     """Run Q (ample and tight scratch) and every covered expression in every store mode."""
     rng = np.random.default_rng(seed)
     res = CheckResult()
     n_ext = min(max(1 << si.n_bits_ext, min_rows_ext), max(max_rows, min_rows_ext))
     n = min(max(1 << si.n_bits, min_rows), max(max_rows, min_rows))
     buf = make_buffers(si, n_ext, n, rng)
+    mem = mem or HostMem()
+    steps = buf.bind(mem)
     # ---- Q
     want = reference.eval_q(si_json, ei_json, buf.domain(si, True, n_ext))
     slots = ks.plan.total_slots
     for scratch_elems in ({max(slots, 1) * n_ext, max(slots, 1) * 256} if ks.plan.n_chunks > 1 else {0}):
-        q = np.full(3 * n_ext, POISON, dtype=np.uint64)
-        scratch = np.full(max(scratch_elems, 1), POISON, dtype=np.uint64)
-        lib.exps_launch(ctypes.addressof(buf.steps), _ptr(q), _ptr(scratch), scratch_elems, n_ext,
+        q = mem.put(np.full(3 * n_ext, POISON, dtype=np.uint64))
+        scratch = mem.put(np.full(max(scratch_elems, 1), POISON, dtype=np.uint64))
+        lib.exps_launch(steps, mem.ptr(q), mem.ptr(scratch), scratch_elems, n_ext,
                         buf.off_ext[1], buf.off_ext[2], buf.off_ext.get(3, 0), buf.off_zi, None)
-        got = q.reshape(3, n_ext)
+        mem.sync()
+        got = mem.get(q).reshape(3, n_ext)
         if not np.array_equal(got, want):
             res.mismatches.append(f"Q (scratch {scratch_elems}): {_first_diff(got, want)}")
         res.q_words += got.size
     # ---- trace-domain expressions
     for x in ks.exprs:
-        _check_expr(si, si_json, ei_json, x, lib, buf, n, rng, res)
+        _check_expr(si, si_json, ei_json, x, lib, buf, n, rng, res, mem, steps)
     return res
 
 
@@ -213,7 +247,8 @@ def _expr_json(ei_json: dict, exp_id: int) -> dict:
     return next(e for e in ei_json["expressionsCode"] if e["expId"] == exp_id)
 
 
-def _check_expr(si, si_json, ei_json, x: ExprKernel, lib, buf: Buffers, n: int, rng, res: CheckResult):
+def _check_expr(si, si_json, ei_json, x: ExprKernel, lib, buf: Buffers, n: int, rng, res: CheckResult,
+                mem, steps: int):
     exp_id, vdim = x.ir.exp_id, x.ir.out_dim
     if not lib.exps_expr_covered(exp_id):
         res.mismatches.append(f"expr {exp_id}: exps_expr_covered says 0")
@@ -243,9 +278,12 @@ def _check_expr(si, si_json, ei_json, x: ExprKernel, lib, buf: Buffers, n: int, 
             else:
                 buf_dest.reshape(n_cols, n)[stage_pos: stage_pos + dest_dim] = POISON
         scalar = int(raw_words(rng, ()))
-        ok = lib.exps_launch_expr(exp_id, ctypes.addressof(buf.steps), _ptr(buf_dest), n, n,
+        d_dest = mem.put(buf_dest)
+        ok = lib.exps_launch_expr(exp_id, steps, mem.ptr(d_dest), n, n,
                                   buf.off_trace[1], buf.off_trace[2], buf.off_trace.get(3, 0),
                                   mode, scalar, stage_pos, n_cols, dest_dim, dest_expr, None)
+        mem.sync()
+        buf_dest = mem.get(d_dest)
         label = f"expr {exp_id} {MODES[mode]} destDim {dest_dim} {'expr' if dest_expr else 'col'}"
         if ok != 1:
             res.mismatches.append(f"{label}: exps_launch_expr returned {ok}")
