@@ -1,0 +1,185 @@
+"""Chunk-size sweep on the GPU: is the autotuner's choice within 10% of the fastest chunking?
+
+For every AIR of the given keys: build the Q kernel (Q only, sm_90) at every candidate chunk size
+of the autotuner (plus a single kernel), time each at NExt = 2^rows with CUDA events (3 warm-ups,
+median of N), then run the real autotuner (its probes hit the same object cache) and report its
+choice against the sweep's fastest. Also prints the raw data the cost model is calibrated on.
+
+    python3 bench/sweep.py --pk provingkey-sample --pk .pk/*/provingKey --rows 22 --out $OUT
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+
+from codegen import toolchain as tc  # noqa: E402
+from codegen.autotune import candidates, cost, tune  # noqa: E402
+from codegen.build import _stage_sources, chunk_stats, compile_options, compile_tus  # noqa: E402
+from codegen.cache import ObjectCache  # noqa: E402
+from codegen.discover import discover, kernels  # noqa: E402
+from codegen.emit import KernelSource, render  # noqa: E402
+from codegen.hostcheck import STEP_FIELDS, stage_cols  # noqa: E402
+from codegen.kernel import cover  # noqa: E402
+from codegen.model import load_air  # noqa: E402
+from codegen.plan import plan  # noqa: E402
+
+ARCHS = [90]
+
+
+def build_so(key, q, opc, work: Path, cache):
+    pl = plan(q, opc)
+    d = work / f"{key}_{opc}"
+    files = render(KernelSource(key, q, pl, [], "0" * 64))
+    tus = _stage_sources(files, d / "src")
+    got = compile_tus(tus, d / "obj", compile_options(ARCHS), cache, None, jobs=1)
+    regs, spills = chunk_stats(key, pl, [r for _, r, _ in got.values()])
+    so = d / "k.so"
+    tc.link_shared([Path(o) for o, _, _ in got.values()], so, compile_options(ARCHS), launcher=[])
+    return pl, regs, spills, so
+
+
+def gpu_words(cp, n, rng_seed):
+    """Raw words on the device: uniform mixed with small ints and edge values."""
+    rs = cp.random.RandomState(rng_seed)
+    hi = rs.randint(0, 2**32, size=n, dtype=cp.uint64)
+    lo = rs.randint(0, 2**32, size=n, dtype=cp.uint64)
+    w = (hi << cp.uint64(32)) | lo
+    sel = rs.randint(0, 8, size=n)
+    w = cp.where(sel == 0, w & cp.uint64(0xF), w)
+    w = cp.where(sel == 1, cp.uint64(0xFFFFFFFF00000001), w)
+    return w
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--pk", action="append", required=True)
+    ap.add_argument("--rows", type=int, default=22)
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--out", default="/tmp/sweep")
+    ap.add_argument("--min-ops", type=int, default=0)
+    a = ap.parse_args()
+    import cupy as cp
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="sweep-"))
+    cache = ObjectCache()
+    n_ext = 1 << a.rows
+    airs = []
+    for pk in a.pk:
+        for key, ps in sorted(kernels(discover(pk)).items()):
+            p = ps[0]
+            try:
+                si, ei = load_air(p.starkinfo, p.expressions)
+            except Exception as e:  # noqa: BLE001
+                print(f"skip {p.rel}: {e}")
+                continue
+            cov = cover(si, ei)
+            if cov.air_skip or cov.q_ops < a.min_ops:
+                continue
+            airs.append((f"{Path(pk).parts[-2] if Path(pk).name == 'provingKey' else Path(pk).name}/{si.name}",
+                         key, si, cov.q))
+    jobs = [(name, key, si, q, opc) for name, key, si, q in airs for opc in candidates(len(q.ops))]
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(os.cpu_count() or 4) as ex:
+        built = list(ex.map(lambda j: build_so(j[1], j[3], j[4], work, cache), jobs))
+    print(f"built {len(jobs)} kernels in {time.monotonic() - t0:.0f}s", flush=True)
+    results = []
+    by_air: dict[str, list] = {}
+    for j, b in zip(jobs, built):
+        by_air.setdefault(j[0], []).append((j, b))
+    start, stop = cp.cuda.Event(), cp.cuda.Event()
+    for name, entries in by_air.items():
+        si, q = entries[0][0][2], entries[0][0][3]
+        cols = stage_cols(si)
+        off, pos = {}, 0
+        for s, c in cols.items():
+            off[s] = pos
+            pos += c * n_ext
+        off_zi = pos
+        pos += n_ext
+        aux = gpu_words(cp, pos, 1)
+        cst = gpu_words(cp, max(si.n_constants, 1) * n_ext, 2)
+        scal = gpu_words(cp, 4096, 3)
+        fields = {f: 0 for f in STEP_FIELDS}
+        fields.update(aux_trace=int(aux.data.ptr), trace=int(aux.data.ptr),
+                      pConstPolsExtendedTreeAddress=int(cst.data.ptr))
+        for f in ("publicInputs", "challenges", "evals", "airValues", "airgroupValues", "proofValues"):
+            fields[f] = int(scal.data.ptr)
+        steps = cp.asarray(np.array([fields[f] for f in STEP_FIELDS], dtype=np.uint64))
+        qbuf = cp.zeros(3 * n_ext, dtype=cp.uint64)
+        max_slots = max(b[0].total_slots for _, b in entries)
+        scratch = cp.zeros(max(max_slots, 1) * 512 * 256, dtype=cp.uint64)
+        ref = None
+        for (j, (pl, regs, spills, so)) in entries:
+            lib = ctypes.CDLL(str(so))
+            u64, vp = ctypes.c_uint64, ctypes.c_void_p
+            lib.exps_launch.argtypes = [vp, vp, vp, u64, u64, u64, u64, u64, u64, vp]
+            args = (int(steps.data.ptr), int(qbuf.data.ptr), int(scratch.data.ptr), scratch.size, n_ext,
+                    off[1], off[2], off.get(3, 0), off_zi, None)
+            qbuf.fill(0)
+            for _ in range(3):
+                lib.exps_launch(*args)
+            cp.cuda.Device().synchronize()
+            h = int(cp.asnumpy(qbuf[:: max(1, n_ext // 4096)]).sum(dtype=np.uint64)) if True else 0
+            if ref is None:
+                ref = h
+            same = h == ref
+            ts = []
+            for _ in range(a.reps):
+                start.record()
+                lib.exps_launch(*args)
+                stop.record()
+                stop.synchronize()
+                ts.append(cp.cuda.get_elapsed_time(start, stop))
+            ms = statistics.median(ts)
+            r = {"air": name, "ops": len(q.ops), "ops_per_chunk": pl.ops_per_chunk, "chunks": pl.n_chunks,
+                 "slots": pl.total_slots, "regs": regs, "spills": spills, "ms": ms, "same_q": same,
+                 "model_cost": cost(q, pl, regs)}
+            results.append(r)
+            print(f"{name:<40} opc {pl.ops_per_chunk:>5} chunks {pl.n_chunks:>4} slots {pl.total_slots:>4} "
+                  f"regs {max(regs):>3} spill {spills:>5} {ms:8.3f} ms {'' if same else 'Q DIFFERS'}", flush=True)
+        del aux, cst, qbuf, scratch
+        cp.get_default_memory_pool().free_all_blocks()
+    # the autotuner's own choice (its probe compiles hit the cache filled above)
+    summary = []
+    for name, key, si, q in airs:
+        def compile_plan(pl, key=key, q=q):
+            d = work / f"tune_{key}_{pl.ops_per_chunk}"
+            files = {n: t for n, t in render(KernelSource(key, q, pl, [], "0" * 64)).items() if "_q" in n[len(key):]}
+            got = compile_tus(_stage_sources(files, d), d / "obj", compile_options(ARCHS), cache, None, jobs=1)
+            return chunk_stats(key, pl, [r for _, r, _ in got.values()])
+        tr = tune(q, compile_plan)
+        rows = [r for r in results if r["air"] == name and not r["spills"]]
+        best = min(rows, key=lambda r: r["ms"]) if rows else None
+        chosen = next((r for r in rows if r["ops_per_chunk"] == tr.ops_per_chunk), None)
+        s = {"air": name, "ops": len(q.ops), "probes": len(tr.probes), "chosen": tr.ops_per_chunk,
+             "chosen_ms": chosen["ms"] if chosen else None, "best": best["ops_per_chunk"] if best else None,
+             "best_ms": best["ms"] if best else None, "skip": tr.skip}
+        s["ratio"] = (s["chosen_ms"] / s["best_ms"]) if chosen and best else None
+        summary.append(s)
+    (out / "sweep.json").write_text(json.dumps({"rows": a.rows, "results": results, "summary": summary}, indent=1))
+    print("\n| AIR | Q ops | probes | chosen ops/chunk | chosen ms | fastest ops/chunk | fastest ms | chosen/fastest |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for s in summary:
+        ratio = f"{s['ratio']:.3f}" if s["ratio"] else "-"
+        print(f"| {s['air']} | {s['ops']} | {s['probes']} | {s['chosen'] or 'single'} | "
+              f"{s['chosen_ms'] or float('nan'):.3f} | {s['best'] or 'single'} | {s['best_ms'] or float('nan'):.3f} | {ratio} |")
+    bad = [s for s in summary if s["ratio"] and s["ratio"] > 1.10]
+    print(f"{len(summary)} AIRs; {len(bad)} with the choice more than 10% slower than the sweep's fastest")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
