@@ -69,6 +69,9 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--out", default="/tmp/sweep")
     ap.add_argument("--min-ops", type=int, default=0)
+    ap.add_argument("--max-ops", type=int, default=1 << 30)
+    ap.add_argument("--max-chunk", type=int, default=1 << 30,
+                    help="for Q > 1000 ops, skip chunkings with more ops per kernel (ptxas is slow there)")
     a = ap.parse_args()
     import cupy as cp
     out = Path(a.out)
@@ -86,15 +89,19 @@ def main() -> int:
                 print(f"skip {p.rel}: {e}")
                 continue
             cov = cover(si, ei)
-            if cov.air_skip or cov.q_ops < a.min_ops:
+            if cov.air_skip or not a.min_ops <= cov.q_ops <= a.max_ops:
                 continue
             airs.append((f"{Path(pk).parts[-2] if Path(pk).name == 'provingKey' else Path(pk).name}/{si.name}",
                          key, si, cov.q))
-    jobs = [(name, key, si, q, opc) for name, key, si, q in airs for opc in candidates(len(q.ops))]
+    def allowed(n, c):
+        return n <= 1000 or (c or n) <= a.max_chunk
+    jobs = [(name, key, si, q, opc) for name, key, si, q in airs for opc in candidates(len(q.ops))
+            if allowed(len(q.ops), opc)]
     t0 = time.monotonic()
     with ThreadPoolExecutor(os.cpu_count() or 4) as ex:
         built = list(ex.map(lambda j: build_so(j[1], j[3], j[4], work, cache), jobs))
     print(f"built {len(jobs)} kernels in {time.monotonic() - t0:.0f}s", flush=True)
+    (out / "sweep_partial.txt").write_text("")
     results = []
     by_air: dict[str, list] = {}
     for j, b in zip(jobs, built):
@@ -152,10 +159,15 @@ def main() -> int:
                   f"regs {max(regs):>3} spill {spills:>5} {ms:8.3f} ms {'' if same else 'Q DIFFERS'}", flush=True)
         del aux, cst, qbuf, scratch
         cp.get_default_memory_pool().free_all_blocks()
+        (out / "sweep.json").write_text(json.dumps({"rows": a.rows, "results": results, "partial": True}))
     # the autotuner's own choice (its probe compiles hit the cache filled above)
     summary = []
     for name, key, si, q in airs:
-        def compile_plan(pl, key=key, q=q):
+        swept = {r["ops_per_chunk"]: r for r in results if r["air"] == name}
+
+        def compile_plan(pl, key=key, q=q, swept=swept):
+            if pl.ops_per_chunk not in swept:   # not built by the sweep: refuse (counts as a spill)
+                return [256] * pl.n_chunks, 1
             d = work / f"tune_{key}_{pl.ops_per_chunk}"
             files = {n: t for n, t in render(KernelSource(key, q, pl, [], "0" * 64)).items() if "_q" in n[len(key):]}
             got = compile_tus(_stage_sources(files, d), d / "obj", compile_options(ARCHS), cache, None, jobs=1)

@@ -6,10 +6,11 @@ the scratch traffic between chunks. The search is seeded by an estimate from the
 pressure and probes few chunk sizes; every probe compiles through the object cache, so the final
 build reuses the winner's objects.
 
-Cost model (per row, arbitrary units = picoseconds on an H200; constants in `CostModel`):
-    sum over chunks c of  ops_c * OP / eff(occupancy(regs_c))
+Cost model (per row, in units of one base-field multiplication; constants in `CostModel`):
+    sum over chunks c of  weight(ops of c) / eff(occupancy(regs_c))
   + (scratch words loaded + stored) * WORD
-  + chunks * LAUNCH / rows_per_wave
+  + chunks * CHUNK
+weight = multiplications (3x3 = 6, 3x1 = 3, 1x1 = 1) + ADD per add/sub component.
 eff(occ) = min(1, occ / OCC_SAT): below OCC_SAT the SMs cannot hide the latency of the long
 dependent multiply chains, so time grows as 1 / occupancy (anchors-h200.md: 255 registers at 12.5%
 occupancy ran 2.85x slower than 72-80 registers at 37.5%).
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import math
+from concurrent.futures import ThreadPoolExecutor
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,11 +40,26 @@ BLOCK = 256
 
 @dataclass(frozen=True)
 class CostModel:
-    OP: float = 5.0            # ps per op-row at full efficiency
-    WORD: float = 4.0          # ps per scratch word moved (load or store) per row
-    LAUNCH: float = 4.0e6      # ps per kernel launch
-    ROWS_PER_WAVE: int = 512 * 256
-    OCC_SAT: float = 0.5
+    """Calibrated on an H200 (bench/data/sweep-h200-all.json: 41 AIRs x up to 11 chunkings at
+    2^22 rows; docs/BENCHMARKS.md). Units: one base-field multiplication per row."""
+
+    ADD: float = 0.1           # a base-field add/sub, relative to a multiplication
+    WORD: float = 0.0          # a scratch word stored or loaded (L2-resident waves: ~free)
+    CHUNK: float = 40.0        # fixed cost of one chunk kernel per row (prologue, addressing)
+    OCC_SAT: float = 0.5       # occupancy above which more resident threads stop helping
+
+
+#: base-field multiplications of an op (3x3 extension multiply = 6, 3x1 = 3, as the anchors)
+MULS = {("mul", "33"): 6, ("mul", "31"): 3, ("mul", "11"): 1}
+
+
+def op_weight(op, m: "CostModel") -> float:
+    if op.arith == "mul":
+        return MULS[(op.arith, op.shape)]
+    if op.arith == "copy":
+        return 0.0
+    comps = 3 if op.shape == "33" else (3 if (op.shape == "31" and op.arith == "sub_swap") else 1)
+    return m.ADD * comps
 
 
 def occupancy(regs: int, block: int = BLOCK) -> float:
@@ -94,14 +111,13 @@ def scratch_words(ir: KernelIR, pl: Plan) -> int:
 
 
 def cost(ir: KernelIR, pl: Plan, regs: list[int], m: CostModel = CostModel()) -> float:
+    """Modelled time per row of a chunking with the given per-chunk registers."""
     t = 0.0
     for (s, e), r in zip(pl.chunks, regs):
         occ = occupancy(r)
         eff = min(1.0, occ / m.OCC_SAT) if occ > 0 else 1e-9
-        t += (e - s) * m.OP / eff
-    t += scratch_words(ir, pl) * m.WORD
-    t += pl.n_chunks * m.LAUNCH / m.ROWS_PER_WAVE
-    return t
+        t += sum(op_weight(ir.ops[i], m) for i in range(s, e)) / eff
+    return t + scratch_words(ir, pl) * m.WORD + pl.n_chunks * m.CHUNK
 
 
 @dataclass
@@ -155,6 +171,7 @@ def tune(ir: KernelIR, compile_plan: Compiler, slots_cap: int = 1000, max_probes
     n = len(ir.ops)
     res = TuneResult()
     plans = {c: plan(ir, c) for c in candidates(n)}
+    over_cap = sorted((c for c, pl in plans.items() if pl.total_slots > slots_cap), reverse=True)
     plans = {c: pl for c, pl in plans.items() if pl.total_slots <= slots_cap}
     if not plans:
         res.skip = f"every chunking needs more than SLOTS_CAP {slots_cap} scratch slots"
@@ -176,40 +193,56 @@ def tune(ir: KernelIR, compile_plan: Compiler, slots_cap: int = 1000, max_probes
         return cost(ir, plans[c], regs, m)
 
     best: Probe | None = None
-    while len(measured) < max_probes:
-        untried = [c for c in plans if c not in measured
-                   and not (best is None and any(p.spills and size[c] >= size[x] for x, p in measured.items()))]
-        if not untried:
-            break
-        pred = {c: predict(c) for c in untried}
-        c = min(untried, key=lambda x: (pred[x], x))
-        if best is not None and pred[c] >= best.cost:
-            break
+    by_size = sorted(plans, key=lambda c: size[c])     # small chunks first, single kernel last
+
+    def probe(c: int) -> Probe:
+        return record(c, *compile_plan(plans[c]))
+
+    def record(c: int, regs: list[int], spills: int) -> Probe:
         pl = plans[c]
-        regs, spills = compile_plan(pl)
         p = Probe(c, pl.n_chunks, pl.total_slots, regs, spills,
                   math.inf if spills else cost(ir, pl, regs, m))
         measured[c] = p
         res.probes.append(p)
         log.info("autotune: chunk %s -> %d chunks, regs max %d, spill %d B, cost %.0f",
                  c or "single", pl.n_chunks, max(regs), spills, p.cost)
-        if not spills and (best is None or p.cost < best.cost):
-            best = p
-    if best is None:
-        for c in sorted((x for x in plans if x not in measured and x != 0), key=lambda x: -x):
-            if any(p.spills and size[c] >= size[x] for x, p in measured.items()) and c != FLOOR:
-                continue
-            pl = plans[c]
-            regs, spills = compile_plan(pl)
-            p = Probe(c, pl.n_chunks, pl.total_slots, regs, spills,
-                      math.inf if spills else cost(ir, pl, regs, m))
-            res.probes.append(p)
-            measured[c] = p
-            if not spills:
+        return p
+
+    # 1. the best estimate; 2. hill-climb over neighbouring sizes until a measured local optimum;
+    # 3. any untried size the rescaled estimates still predict clearly better.
+    p = probe(min(plans, key=lambda x: (predict(x), x)))
+    best = None if p.spills else p
+    while len(measured) < max_probes:
+        centre = best.ops_per_chunk if best else min(measured, key=lambda x: size[x])
+        i = by_size.index(centre)
+        nxt = [by_size[j] for j in (i - 1, i + 1) if 0 <= j < len(by_size) and by_size[j] not in measured]
+        if best is None:   # everything so far spilled: only smaller chunks can help
+            nxt = [c for c in by_size[:i] if c not in measured][-1:]
+        if not nxt:
+            pred = {c: predict(c) for c in plans if c not in measured}
+            c = min(pred, key=lambda x: (pred[x], x), default=None)
+            if c is None or best is None or pred[c] >= 0.9 * best.cost:
+                break
+            nxt = [c]
+        nxt = nxt[: max_probes - len(measured)]
+        # neighbours compile concurrently (nvcc is single-threaded); results in a fixed order
+        with ThreadPoolExecutor(max(1, len(nxt))) as ex:
+            got = list(ex.map(lambda c: (c, compile_plan(plans[c])), nxt))
+        for c, (regs, spills) in got:
+            p = record(c, regs, spills)
+            if not p.spills and (best is None or p.cost < best.cost):
                 best = p
+    if best is None:   # out of probes and everything spilled: walk down to the floor
+        smallest = min(size[x] for x in measured)
+        for c in sorted((x for x in plans if size[x] < smallest), key=lambda x: -size[x]):
+            if not probe(c).spills:
+                best = measured[c]
                 break
     if best is None:
-        res.skip = f"still spills at the smallest chunk ({min(size.values())} ops)"
+        res.skip = f"still spills at the smallest chunk tried ({min(size[x] for x in measured)} ops)"
+        if over_cap:
+            res.skip += (f"; chunks of {', '.join(map(str, over_cap))} ops would need more than "
+                         f"SLOTS_CAP {slots_cap} scratch slots")
         return res
     res.ops_per_chunk = best.ops_per_chunk
     return res

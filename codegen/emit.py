@@ -61,12 +61,13 @@ def _leaf_c(lf: Leaf) -> str:
             raise ValueError(f"number literal out of range: {lf.value}")
         return f"{_i(lf.value)}ull"
     if lf.kind == "zi":
-        return "X.zi[row]"
+        return "EXPS_LD(X.zi + row)"
     if lf.kind in ("cm", "const"):
         base = f"X.cm[{_i(lf.stage)}]" if lf.kind == "cm" else "X.cst"
-        comps = [f"{base}[{_i(lf.col + d)} * X.D + {_row(lf.shift)}]" for d in range(lf.dim)]
+        comps = [f"EXPS_LD({base} + ((uint64_t){_i(lf.col + d)} << X.lg) + {_row(lf.shift)})"
+                 for d in range(lf.dim)]
     elif lf.kind in _SCALAR_BUF:
-        comps = [f"X.{_SCALAR_BUF[lf.kind]}[{_i(lf.col + d)}]" for d in range(lf.dim)]
+        comps = [f"EXPS_LD(X.{_SCALAR_BUF[lf.kind]} + {_i(lf.col + d)})" for d in range(lf.dim)]
     else:
         raise ValueError(f"no C rendering for leaf kind {lf.kind!r}")
     return comps[0] if lf.dim == 1 else f"gl3_make({', '.join(comps)})"

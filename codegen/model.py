@@ -252,8 +252,10 @@ def _operand(n: _Node, si: StarkInfo, is_dest: bool) -> Operand:
     t = n["type"].str()
     if t not in OPERAND_TYPES:
         raise n["type"].err(f"unknown operand type {_show(t)}")
+    if t in ("number", "Zi", "x") and n.has("dim") and n["dim"].dim() != 1:
+        raise n["dim"].err(f"{t} operands have dim 1")
     if t == "number":
-        return Operand("number", n.get("dim", 1).dim(), value=n["value"].u64())
+        return Operand("number", 1, value=n["value"].u64())
     if t == "Zi":
         return Operand("Zi", 1, boundary_id=n["boundaryId"].int(0, max(len(si.boundaries) - 1, 0)))
     if t == "x":

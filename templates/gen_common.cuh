@@ -62,8 +62,10 @@ EXPS_HD uint64_t gl_mulhi(uint64_t a, uint64_t b) {
 #endif
 }
 
-// y = lo + (hi & EPS) * EPS - (hi >> 32); y < 0 ? y + p : y >= 2^64 ? y - p : y
-EXPS_HD uint64_t gl_mul(uint64_t a, uint64_t b) {
+// y = lo + (hi & EPS) * EPS - (hi >> 32); y < 0 ? y + p : y >= 2^64 ? y - p : y   (hi:lo = a * b)
+// Equivalently r = d + k * EPS (mod 2^64) with s = lo + hl * EPS (carry c), d = s - hh (borrow b),
+// k = c - b in {-1, 0, 1}: the device version computes exactly that with carry flags.
+EXPS_HD uint64_t gl_mul_portable(uint64_t a, uint64_t b) {
     uint64_t lo = a * b, hi = gl_mulhi(a, b);
     uint64_t hh = hi >> 32, hl = hi & EXPS_EPS;
     uint64_t t = lo + hl * EXPS_EPS;
@@ -75,6 +77,45 @@ EXPS_HD uint64_t gl_mul(uint64_t a, uint64_t b) {
     }
     return r;
 }
+
+#ifdef __CUDA_ARCH__
+// Device: the 128-bit product from four 32x32 partial products with carry chains, then the
+// reduction above with the carry and borrow flags (no branches).
+__device__ __forceinline__ uint64_t gl_mul(uint64_t a, uint64_t b) {
+    uint64_t r;
+    asm("{\n\t"
+        ".reg .u32 a0, a1, b0, b1, r0, r1, r2, r3, c, k;\n\t"
+        ".reg .u64 lo, t, s, hh, d, k64, e;\n\t"
+        "mov.b64 {a0, a1}, %1;\n\t"
+        "mov.b64 {b0, b1}, %2;\n\t"
+        "mul.lo.u32 r0, a0, b0;\n\t"
+        "mul.hi.u32 r1, a0, b0;\n\t"
+        "mul.lo.u32 r2, a1, b1;\n\t"
+        "mul.hi.u32 r3, a1, b1;\n\t"
+        "mad.lo.cc.u32 r1, a0, b1, r1;\n\t"
+        "madc.hi.cc.u32 r2, a0, b1, r2;\n\t"
+        "addc.u32 r3, r3, 0;\n\t"
+        "mad.lo.cc.u32 r1, a1, b0, r1;\n\t"
+        "madc.hi.cc.u32 r2, a1, b0, r2;\n\t"
+        "addc.u32 r3, r3, 0;\n\t"
+        "mov.b64 lo, {r0, r1};\n\t"
+        "mul.wide.u32 t, r2, 0xFFFFFFFF;\n\t"
+        "add.cc.u64 s, lo, t;\n\t"
+        "addc.u32 c, 0, 0;\n\t"
+        "cvt.u64.u32 hh, r3;\n\t"
+        "sub.cc.u64 d, s, hh;\n\t"
+        "subc.u32 k, c, 0;\n\t"
+        "cvt.s64.s32 k64, k;\n\t"
+        "shl.b64 e, k64, 32;\n\t"
+        "sub.s64 e, e, k64;\n\t"
+        "add.u64 %0, d, e;\n\t"
+        "}"
+        : "=l"(r) : "l"(a), "l"(b));
+    return r;
+}
+#else
+EXPS_HD uint64_t gl_mul(uint64_t a, uint64_t b) { return gl_mul_portable(a, b); }
+#endif
 
 EXPS_HD uint64_t gl_sqrn_mul(uint64_t s, int n, uint64_t m) {
     for (int i = 0; i < n; ++i) s = gl_mul(s, s);
@@ -147,7 +188,15 @@ struct ExpsCtx {
     const uint64_t* proofvalues;
     const uint64_t* evals;
     uint64_t D, mask;
+    unsigned lg;             // log2(D): column c starts at c << lg
 };
+
+// Read-only input loads (columns, constants, scalars: never written while a kernel runs).
+#ifdef __CUDA_ARCH__
+#define EXPS_LD(p) __ldg(p)
+#else
+#define EXPS_LD(p) (*(p))
+#endif
 
 EXPS_HD ExpsCtx exps_ctx(const StepsParams* P, uint64_t D, int extended, uint64_t o1, uint64_t o2,
                          uint64_t o3, uint64_t ozi) {
@@ -167,6 +216,8 @@ EXPS_HD ExpsCtx exps_ctx(const StepsParams* P, uint64_t D, int extended, uint64_
     X.evals = P->evals;
     X.D = D;
     X.mask = D - 1;
+    X.lg = 0;
+    while (((uint64_t)1 << X.lg) < D) ++X.lg;
     return X;
 }
 

@@ -1,0 +1,125 @@
+"""Autotune: the search (fake compiler with known registers) and real nvcc probes."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from codegen import autotune as at
+from codegen.build import act_ir, act_tune
+from codegen.kernel import cover
+from codegen.model import load_air
+from codegen.plan import plan
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "provingkey-sample" / "synth"
+TINY = SAMPLE / "Basic/airs/Tiny/air/Tiny"
+LARGE = SAMPLE / "Basic/airs/Large/air/Large"
+MEDIUM = SAMPLE / "Basic/airs/Medium/air/Medium"
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
+
+
+def q_of(base: Path):
+    si, ei = load_air(f"{base}.starkinfo.json", f"{base}.expressionsinfo.json")
+    return cover(si, ei).q
+
+
+def test_occupancy_steps():
+    # 65536 registers / SM, 256-thread blocks, allocation in steps of 8 registers per thread
+    assert at.occupancy(64) == 0.5          # 4 blocks
+    assert at.occupancy(72) == 0.375        # 3 blocks
+    assert at.occupancy(128) == 0.25        # 2 blocks
+    assert at.occupancy(255) == 0.125       # 1 block
+    assert at.occupancy(32) == 1.0          # 8 blocks (thread limit)
+
+
+def test_cost_prefers_occupancy_over_fewer_launches():
+    q = q_of(MEDIUM)
+    one, chunked = plan(q, 0), plan(q, 64)
+    slow = at.cost(q, one, [255])
+    fast = at.cost(q, chunked, [64] * chunked.n_chunks)
+    assert fast < slow
+
+
+def fake_compiler(regs_of, spill_above=255, log=None):
+    """Registers per chunk from a function of the chunk's op count; spills above a bound."""
+    def compile_plan(pl):
+        regs = [min(255, regs_of(e - s)) for s, e in pl.chunks]
+        if log is not None:
+            log.append(pl.ops_per_chunk)
+        return regs, sum(64 for s, e in pl.chunks if regs_of(e - s) > spill_above)
+    return compile_plan
+
+
+def test_search_finds_model_optimum_with_few_probes():
+    q = q_of(MEDIUM)
+    compile_plan = fake_compiler(lambda n: 30 + n // 2)
+    log: list[int] = []
+    res = at.tune(q, fake_compiler(lambda n: 30 + n // 2, log=log))
+    # the exhaustive optimum of the same model over every candidate
+    costs = {c: at.cost(q, plan(q, c), compile_plan(plan(q, c))[0]) for c in at.candidates(len(q.ops))}
+    spills = {c for c in costs if compile_plan(plan(q, c))[1]}
+    best = min((c for c in costs if c not in spills), key=lambda c: costs[c])
+    assert res.skip == ""
+    assert res.ops_per_chunk == best
+    assert 1 <= len(res.probes) <= 6 < len(costs)
+    assert log == [p.ops_per_chunk for p in res.probes]
+
+
+def test_spilling_everywhere_but_the_floor_walks_down():
+    q = q_of(MEDIUM)
+    res = at.tune(q, fake_compiler(lambda n: 400 if n > at.FLOOR else 60, spill_above=255))
+    assert res.ops_per_chunk == at.FLOOR
+    assert all(p.spills for p in res.probes[:-1]) and not res.probes[-1].spills
+
+
+def test_floor_spills_skips_with_reason():
+    q = q_of(MEDIUM)
+    res = at.tune(q, fake_compiler(lambda n: 400))
+    assert res.ops_per_chunk == 0 and "still spills" in res.skip
+
+
+def test_slots_cap_skips():
+    q = q_of(LARGE)
+    # the single kernel spills, every chunking needs more than one scratch slot
+    res = at.tune(q, fake_compiler(lambda n: 400 if n == len(q.ops) else 60), slots_cap=1)
+    assert res.ops_per_chunk == 0
+    assert "still spills" in res.skip and "SLOTS_CAP 1" in res.skip
+
+
+def test_small_air_single_kernel_candidates():
+    q = q_of(TINY)
+    assert len(q.ops) < 64
+    assert len(q.ops) == 39
+    assert at.candidates(len(q.ops)) == [0, 32]
+
+
+@needs_nvcc
+def test_small_air_gets_a_kernel_with_real_nvcc(tmp_path, monkeypatch):
+    """The original skipped every AIR under 64 ops ("still spills at CHUNK_MIN"); we do not."""
+    monkeypatch.setenv("EXPS_CACHE_DIR", str(tmp_path / "cache"))
+    ir_json, tune_json = tmp_path / "ir.json", tmp_path / "tune.json"
+    act_ir("tiny", f"{TINY}.starkinfo.json", f"{TINY}.expressionsinfo.json", str(ir_json), [])
+    act_tune("tiny", str(ir_json), str(tune_json), str(tmp_path / "probe"), [90], None, launcher=[])
+    t = json.loads(tune_json.read_text())
+    assert t["skip"] == ""
+    assert t["ops_per_chunk"] == 0          # one kernel: 39 ops fit easily
+    assert t["probes"] and all(p["spills"] == 0 for p in t["probes"])
+    assert 20 < max(t["probes"][0]["regs"]) < 128
+
+
+@needs_nvcc
+@pytest.mark.slow
+def test_autotune_large_sample_air_with_real_nvcc(tmp_path, monkeypatch):
+    monkeypatch.setenv("EXPS_CACHE_DIR", str(tmp_path / "cache"))
+    ir_json, tune_json = tmp_path / "ir.json", tmp_path / "tune.json"
+    act_ir("large", f"{LARGE}.starkinfo.json", f"{LARGE}.expressionsinfo.json", str(ir_json), [])
+    act_tune("large", str(ir_json), str(tune_json), str(tmp_path / "probe"), [90], None, launcher=[])
+    t = json.loads(tune_json.read_text())
+    assert t["skip"] == ""
+    assert 0 < t["ops_per_chunk"] <= 512      # 5,394 ops never fit one no-spill kernel
+    chosen = next(p for p in t["probes"] if p["ops_per_chunk"] == t["ops_per_chunk"])
+    assert chosen["spills"] == 0 and max(chosen["regs"]) <= 255
+    assert len(t["probes"]) <= 6
