@@ -90,12 +90,20 @@ def _scratch_c(slot: int, d: int) -> str:
     return f"scratch[{_i(slot + d)} * wave + lo]"
 
 
-def chunk_body(ir: KernelIR, pl: Plan, c: int) -> list[str]:
+def _read(ir: KernelIR) -> set[int]:
+    """Values some op reads, plus the result (the others are dead: marked used for the compilers)."""
+    out = {a.id for op in ir.ops for a in op.args() if isinstance(a, Val)}
+    out.add(len(ir.ops) - 1)
+    return out
+
+
+def chunk_body(ir: KernelIR, pl: Plan, c: int, read: set[int] | None = None) -> list[str]:
     """Lines of chunk `c`: lazy scratch loads, ops, stores right after definition."""
     start, end = pl.chunks[c]
     names: dict[int, str] = {}
     lines: list[str] = []
     stored = set(pl.stores[c])
+    read = _read(ir) if read is None else read
     for i in range(start, end):
         op = ir.ops[i]
         for a in op.args():
@@ -109,6 +117,8 @@ def chunk_body(ir: KernelIR, pl: Plan, c: int) -> list[str]:
                 names[a.id] = f"v{a.id}"
         lines.append(_op_line(i, op, names))
         names[i] = f"v{i}"
+        if i not in read:
+            lines.append(f"(void)v{i};")
         if i in stored:
             s = pl.slot_of[i]
             if op.dim == 1:
@@ -121,9 +131,12 @@ def chunk_body(ir: KernelIR, pl: Plan, c: int) -> list[str]:
 def expr_body(ir: KernelIR) -> list[str]:
     names: dict[int, str] = {}
     lines = []
+    read = _read(ir)
     for i, op in enumerate(ir.ops):
         lines.append(_op_line(i, op, names))
         names[i] = f"v{i}"
+        if i not in read:
+            lines.append(f"(void)v{i};")
     return lines
 
 
@@ -193,7 +206,8 @@ def render(ks: KernelSource, tu_ops: int = TU_OPS) -> dict[str, str]:
     q_groups = _groups(chunk_sizes, tu_ops)
     out_c = len(ir.ops) - 1
     for g, idx in enumerate(q_groups):
-        chunks = [{"index": c, "lines": chunk_body(ir, pl, c), "last": c == pl.n_chunks - 1}
+        read = _read(ir)
+        chunks = [{"index": c, "lines": chunk_body(ir, pl, c, read), "last": c == pl.n_chunks - 1}
                   for c in idx]
         files[f"{key}_q{g}.cu"] = e.get_template("q_chunks.cu.j2").render(
             key=key, chunks=chunks, single=pl.n_chunks == 1, out=f"v{out_c}",

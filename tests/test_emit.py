@@ -1,0 +1,629 @@
+"""codegen.emit: deterministic text, file names, the op/leaf tables, the exported ABI, a 40,000-op
+Q, and random expression DAGs run end to end (cover -> emit -> g++ -> ctypes) against the oracle."""
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from codegen import EMITTER_VERSION, emit, hostcheck, synth
+from codegen.discover import discover
+from codegen.emit import OP_C, ExprKernel, KernelSource, chunk_body, render
+from codegen.ir import KernelIR, Leaf, Op, Val, lower
+from codegen.kernel import cover
+from codegen.model import CmPol, Expression, Operand, StarkInfo, Step, load_air, parse_expressionsinfo, \
+    parse_starkinfo
+from codegen.plan import plan
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "provingkey-sample"
+P = 0xFFFFFFFF00000001
+EPS = 0xFFFFFFFF
+HASH = "0123456789abcdef" * 4
+needs_gxx = pytest.mark.skipif(shutil.which(os.environ.get("CXX", "g++")) is None, reason="needs g++")
+ROW_KINDS = ("cm", "const", "zi")
+
+
+def _air(name: str, group: str = "Basic", leaf: str = "air"):
+    d = SAMPLE / f"synth/{group}/airs/{name}/{leaf}"
+    si, ei = load_air(d / f"{name}.starkinfo.json", d / f"{name}.expressionsinfo.json")
+    return si, ei, json.loads((d / f"{name}.starkinfo.json").read_text()), \
+        json.loads((d / f"{name}.expressionsinfo.json").read_text())
+
+
+def _ks(name: str, opc: int | None = None, key: str | None = None, exprs=None) -> KernelSource:
+    si, ei, _, _ = _air(name)
+    cov = cover(si, ei)
+    ks = hostcheck.kernel_source(key or f"k_{name.lower()}", cov, opc, HASH)
+    if exprs is not None:
+        ks.exprs = exprs(ks.exprs)
+    return ks
+
+
+def _reads_row(ops) -> bool:
+    return any(isinstance(a, Leaf) and a.kind in ROW_KINDS for op in ops for a in op.args())
+
+
+# ============================================================================ determinism
+@pytest.mark.parametrize("name,opc", [("Tiny", None), ("Medium", None), ("Medium", 16), ("Large", 256)])
+def test_render_is_deterministic(name: str, opc) -> None:
+    a = render(_ks(name, opc))
+    b = render(_ks(name, opc))           # fresh parse, fresh cover, fresh plan
+    assert a == b
+    assert list(a) == list(b)
+    for text in a.values():
+        assert text.endswith("\n") and "\r" not in text and "\t" not in text
+        assert "{{" not in text and "{%" not in text
+
+
+# ============================================================================== file names
+def test_file_names_single_kernel() -> None:
+    ks = _ks("Tiny")
+    assert ks.plan.n_chunks == 1
+    assert sorted(render(ks)) == ["k_tiny_abi.cu", "k_tiny_q0.cu", "k_tiny_x0.cu"]
+
+
+def test_file_names_without_expressions() -> None:
+    ks = _ks("Tiny", exprs=lambda xs: [])
+    files = render(ks)
+    assert sorted(files) == ["k_tiny_abi.cu", "k_tiny_q0.cu"]
+    assert "exps_launch_expr" in files["k_tiny_abi.cu"]
+
+
+def test_file_names_chunked_large() -> None:
+    ks = _ks("Large", 256)
+    n = len(ks.q.ops)
+    assert n == 5394 and ks.plan.n_chunks == 22
+    files = render(ks)
+    # 15 chunks of 256 ops (3840 <= TU_OPS 4000) per TU: chunks 0-14, 15-21
+    assert sorted(files) == ["k_large_abi.cu", "k_large_q0.cu", "k_large_q1.cu", "k_large_x0.cu"]
+    assert re.findall(r"EXPS_HD void k_large_q_c(\d+)\(", files["k_large_q0.cu"]) == [str(c) for c in range(15)]
+    assert re.findall(r"EXPS_HD void k_large_q_c(\d+)\(", files["k_large_q1.cu"]) == [str(c) for c in range(15, 22)]
+    # the launcher runs every chunk kernel in order
+    calls = re.findall(r"k_large_q_c(\d+)_run\(d_params", files["k_large_abi.cu"])
+    assert calls == [str(c) for c in range(22)]
+
+
+def test_file_names_small_tu_limit() -> None:
+    ks = _ks("Medium", 64)
+    sizes = [len(x.ir.ops) for x in ks.exprs]
+    files = render(ks, tu_ops=40)
+    qn = sorted(int(m) for f in files for m in re.findall(r"^k_medium_q(\d+)\.cu$", f))
+    xn = sorted(int(m) for f in files for m in re.findall(r"^k_medium_x(\d+)\.cu$", f))
+    assert qn == list(range(len(qn))) and xn == list(range(len(xn)))
+    assert len(qn) == ks.plan.n_chunks      # 64-op chunks each exceed a 40-op TU
+    # x groups: consecutive expressions, every one exactly once, at most 40 ops unless alone
+    seen = []
+    for g in xn:
+        ids = [int(i) for i in re.findall(r"EXPS_HD gl3 k_medium_x_e(\d+)\(", files[f"k_medium_x{g}.cu"])]
+        ops = sum(len(x.ir.ops) for x in ks.exprs if x.ir.exp_id in ids)
+        assert ops <= 40 or len(ids) == 1
+        seen += ids
+    assert seen == [x.ir.exp_id for x in ks.exprs]
+    assert sum(sizes) > 40 and len(xn) > 1
+    abi = files["k_medium_abi.cu"]
+    assert re.findall(r"if \(k_medium_x(\d+)_launch\(", abi) == [str(g) for g in xn]
+
+
+# ============================================================================ the op table
+def _all_lowered_shapes() -> set[tuple[str, str]]:
+    """Every (arith, shape) ir.lower produces over all operand kinds, dims, ops and orders."""
+    si = StarkInfo("s", "S", 0, 0, 3, 4, 2, (0, 1), (CmPol(1, 1, 0), CmPol(2, 3, 0)), 1, 1, 1, 1, (1, 2),
+                   (2, 1), (1, 2), ("everyRow",), 9, 3, 0)
+    leaves = [Operand("cm", 1, id=0), Operand("cm", 3, id=1), Operand("const", 1, id=0),
+              Operand("number", 1, value=3), Operand("public", 1, id=0), Operand("challenge", 3, id=0),
+              Operand("eval", 3, id=0), Operand("airvalue", 1, id=0), Operand("airvalue", 3, id=1),
+              Operand("airgroupvalue", 3, id=0), Operand("airgroupvalue", 1, id=1),
+              Operand("proofvalue", 1, id=0), Operand("proofvalue", 3, id=1), Operand("Zi", 1)]
+    seen = set()
+    for op, (a, b) in itertools.product(("add", "sub", "mul"), itertools.product(leaves + ["t1", "t3"],
+                                                                                  repeat=2)):
+        steps = [Step("mul", Operand("tmp", 1, id=0), (Operand("cm", 1, id=0), Operand("cm", 1, id=0))),
+                 Step("mul", Operand("tmp", 3, id=1), (Operand("cm", 3, id=1), Operand("cm", 3, id=1)))]
+        srcs = [Operand("tmp", 1, id=0) if x == "t1" else Operand("tmp", 3, id=1) if x == "t3" else x
+                for x in (a, b)]
+        d = max(s.dim for s in srcs)
+        steps.append(Step(op, Operand("tmp", d, id=2), tuple(srcs)))
+        r = lower(si, Expression(0, 9, 3, tuple(steps)), extended=True)
+        assert isinstance(r, KernelIR), r
+        seen.add((r.ops[-1].arith, r.ops[-1].shape))
+    for src in leaves + [Operand("tmp", 1, id=0)]:
+        steps = [Step("mul", Operand("tmp", 1, id=0), (Operand("cm", 1, id=0), Operand("cm", 1, id=0))),
+                 Step("copy", Operand("tmp", src.dim, id=5), (src,))]
+        r = lower(si, Expression(0, 9, 3, tuple(steps)), extended=True)
+        seen.add((r.ops[-1].arith, r.ops[-1].shape))
+    return seen
+
+
+def test_op_table_covers_everything_ir_produces() -> None:
+    seen = _all_lowered_shapes()
+    want = {(a, s) for a in ("add", "sub", "mul", "sub_swap") for s in ("11", "31", "33")} | \
+        {("copy", "1"), ("copy", "3")}
+    assert seen == want
+    assert set(OP_C) == want
+
+
+def test_op_table_texts() -> None:
+    names = {0: "v0", 1: "v1"}
+    ops = {
+        Op("add", "11", Val(0, 1), Val(1, 1), 1): "const uint64_t v2 = gl_add(v0, v1);",
+        Op("sub_swap", "11", Val(0, 1), Val(1, 1), 1): "const uint64_t v2 = gl_sub(v1, v0);",
+        Op("sub_swap", "31", Val(0, 3), Val(1, 1), 3): "const gl3 v2 = gl3_rsub31(v0, v1);",
+        Op("sub_swap", "33", Val(0, 3), Val(1, 3), 3): "const gl3 v2 = gl3_sub(v1, v0);",
+        Op("mul", "31", Val(0, 3), Val(1, 1), 3): "const gl3 v2 = gl3_mul31(v0, v1);",
+        Op("add", "33", Val(0, 3), Val(1, 3), 3): "const gl3 v2 = gl3_add(v0, v1);",
+        Op("copy", "3", Val(0, 3), None, 3): "const gl3 v2 = v0;",
+        Op("copy", "1", Leaf("number", 1, value=P), None, 1): f"const uint64_t v2 = {P}ull;",
+    }
+    for op, line in ops.items():
+        assert emit._op_line(2, op, names) == line
+    with pytest.raises(ValueError, match="no C rendering for op mul with shape 13"):
+        emit._op_line(2, Op("mul", "13", Val(0, 1), Val(1, 3), 3), names)
+
+
+# ============================================================================== leaf loads
+@pytest.mark.parametrize("leaf,text", [
+    (Leaf("number", 1, value=0), "0ull"),
+    (Leaf("number", 1, value=1), "1ull"),
+    (Leaf("number", 1, value=P - 1), "18446744069414584320ull"),
+    (Leaf("number", 1, value=P), "18446744069414584321ull"),
+    (Leaf("number", 1, value=(1 << 64) - 1), "18446744073709551615ull"),
+])
+def test_number_leaf_text(leaf: Leaf, text: str) -> None:
+    assert emit._leaf_c(leaf) == text
+
+
+LOAD_LEAVES = [
+    Leaf("cm", 1, stage=1, col=2), Leaf("cm", 1, stage=1, col=0, shift=-1), Leaf("cm", 1, stage=2, col=0, shift=3),
+    Leaf("cm", 3, stage=2, col=1, shift=1), Leaf("cm", 3, stage=2, col=1, shift=-7), Leaf("cm", 1, stage=3, col=2),
+    Leaf("const", 1, col=1, shift=1), Leaf("const", 1, col=0, shift=-2), Leaf("public", 1, col=1),
+    Leaf("challenge", 3, col=6), Leaf("eval", 3, col=3), Leaf("airvalue", 1, col=0), Leaf("airvalue", 3, col=1),
+    Leaf("airgroupvalue", 3, col=0), Leaf("airgroupvalue", 1, col=3), Leaf("proofvalue", 1, col=0),
+    Leaf("proofvalue", 3, col=1), Leaf("number", 1, value=P + 5),
+]
+
+
+def _want_leaf(leaf: Leaf, buf, n: int) -> np.ndarray:
+    """(dim, n) words a load of `leaf` must give on the trace domain, straight from the buffers."""
+    rows = (np.arange(n) + leaf.shift) % n
+    if leaf.kind == "cm":
+        off = buf.off_trace[leaf.stage]
+        return np.stack([buf.aux[off + (leaf.col + d) * n + rows] for d in range(leaf.dim)])
+    if leaf.kind == "const":
+        return buf.const_trace[leaf.col * n + rows][None, :]
+    if leaf.kind == "number":
+        return np.full((1, n), leaf.value, dtype=np.uint64)
+    vec = buf.scalars[{"public": "publics", "challenge": "challenges", "eval": "evals", "airvalue": "airvalues",
+                       "airgroupvalue": "airgroupvalues", "proofvalue": "proofvalues"}[leaf.kind]]
+    return np.stack([np.full(n, vec[leaf.col + d], dtype=np.uint64) for d in range(leaf.dim)])
+
+
+@needs_gxx
+def test_every_leaf_kind_loads_the_right_word(tmp_path: Path) -> None:
+    """Each leaf kind, as a one-op expression (copy), compiled and run: the value is the buffer
+    word the spec's read rules name (format-independent check of the leaf table); Zi through Q."""
+    si = parse_starkinfo(SI_PROP, "s.json")
+    exprs = [ExprKernel(KernelIR(i, False, (Op("copy", str(lf.dim), lf, None, lf.dim),)), False)
+             for i, lf in enumerate(LOAD_LEAVES)]
+    q = KernelIR(100, True, (Op("copy", "1", Leaf("zi", 1), None, 1),))
+    ks = KernelSource("leaves", q, plan(q, 0), exprs, HASH)
+    lib = hostcheck._load(hostcheck.build_host_library(render(ks), tmp_path))
+    n, n_ext = 32, 64
+    buf = hostcheck.make_buffers(si, n_ext, n, np.random.default_rng(5))
+    steps = buf.bind(hostcheck.HostMem())
+    for i, lf in enumerate(LOAD_LEAVES):
+        dest = np.zeros(n * lf.dim, dtype=np.uint64)
+        ok = lib.exps_launch_expr(i, steps, dest.ctypes.data, n, n, buf.off_trace[1], buf.off_trace[2],
+                                  buf.off_trace[3], 0, 0, 0, lf.dim, lf.dim, 1, None)
+        assert ok == 1
+        got = dest.reshape(n, lf.dim).T
+        assert np.array_equal(got, _want_leaf(lf, buf, n)), lf
+    qbuf = np.zeros(3 * n_ext, dtype=np.uint64)
+    lib.exps_launch(steps, qbuf.ctypes.data, 0, 0, n_ext, buf.off_ext[1], buf.off_ext[2], buf.off_ext[3],
+                    buf.off_zi, None)
+    assert np.array_equal(qbuf[:n_ext], buf.aux[buf.off_zi: buf.off_zi + n_ext])
+    assert not qbuf[n_ext:].any()
+
+
+def test_number_literals_in_rendered_text() -> None:
+    vals = [0, 1, EPS, 1 << 32, P - 1, P, P + 1, (1 << 64) - 1, 1234567890123456789]
+    ops = [Op("mul", "11", Leaf("cm", 1, stage=1, col=0), Leaf("number", 1, value=vals[0]), 1)]
+    for v in vals[1:]:
+        ops.append(Op("add", "11", Val(len(ops) - 1, 1), Leaf("number", 1, value=v), 1))
+    ops.append(Op("mul", "11", Val(len(ops) - 1, 1), Leaf("zi", 1), 1))
+    ir = KernelIR(3, True, tuple(ops))
+    text = render(KernelSource("num", ir, plan(ir, 0), [], HASH))["num_q0.cu"]
+    found = re.findall(r"\b(\d+)ull\b", text)
+    assert [int(x) for x in found] == vals
+    assert all(re.fullmatch(r"0|[1-9]\d*", x) for x in found)          # decimal, no 0x / octal
+    assert "0x" not in text.split("Do not edit.")[1]
+
+
+@pytest.mark.parametrize("bad", [1 << 64, -1])
+def test_number_out_of_range_refused(bad: int) -> None:
+    with pytest.raises(ValueError, match="number literal out of range"):
+        emit._leaf_c(Leaf("number", 1, value=bad))
+
+
+@pytest.mark.parametrize("x", ["5", "0; system(\"rm -rf /\")", 5.0, True, False, None, b"5", [5]])
+def test_format_refuses_non_integers(x) -> None:
+    with pytest.raises(TypeError, match="refusing to format non-integer"):
+        emit._i(x)
+
+
+def test_format_integers() -> None:
+    assert [emit._i(x) for x in (0, 7, -3, 1 << 63)] == ["0", "7", "-3", str(1 << 63)]
+
+
+@pytest.mark.parametrize("leaf", [
+    Leaf("cm", 1, stage=1, col="0] + evil[0"),
+    Leaf("cm", 1, stage="1", col=0),
+    Leaf("cm", 1, stage=1, col=0, shift="1"),
+    Leaf("const", 1, col=1.0),
+    Leaf("public", 1, col="0"),
+    Leaf("challenge", 3, col=1.5),
+    Leaf("number", 1, value="7"),
+])
+def test_render_refuses_non_int_leaf_fields(leaf: Leaf) -> None:
+    c0 = Leaf("cm", 1, stage=1, col=0)
+    op = Op("mul", "31", leaf, c0, 3) if leaf.dim == 3 else Op("mul", "11", c0, leaf, 1)
+    ir = KernelIR(3, True, (op,))
+    with pytest.raises(TypeError):
+        render(KernelSource("bad", ir, plan(ir, 0), [], HASH))
+
+
+def test_render_refuses_non_int_exp_id_and_bad_hash_and_leaf_kind() -> None:
+    ok = KernelIR(3, False, (Op("mul", "11", Leaf("cm", 1, stage=1, col=0), Leaf("cm", 1, stage=1, col=1), 1),))
+    bad = KernelIR("3; evil()", False, ok.ops)
+    with pytest.raises(TypeError):
+        render(KernelSource("bad", ok, plan(ok, 0), [ExprKernel(bad, False)], HASH))
+    with pytest.raises(ValueError, match="source hash must be hex"):
+        render(KernelSource("bad", ok, plan(ok, 0), [], 'abc"); evil("'))
+    with pytest.raises(ValueError, match="no C rendering for leaf kind 'x'"):
+        emit._leaf_c(Leaf("x", 1))
+
+
+def test_chunk_body_exact_lines() -> None:
+    """Order of a chunk's lines: lazy scratch loads before the first use, each op, its stores
+    right after it (leaf and scratch texts from emit's own formatters)."""
+    c0, c1 = Leaf("cm", 1, stage=1, col=0), Leaf("cm", 1, stage=1, col=1)
+    ch, zi = Leaf("challenge", 3, col=0), Leaf("zi", 1)
+    L, S = emit._leaf_c, emit._scratch_c
+    ir = KernelIR(1, True, (
+        Op("add", "11", c0, c1, 1),
+        Op("mul", "31", ch, c0, 3),
+        Op("mul", "31", Val(1, 3), Val(0, 1), 3),
+        Op("mul", "31", Val(2, 3), zi, 3),
+    ))
+    pl = plan(ir, 2)
+    assert pl.slot_of == {0: 0, 1: 1}
+    assert chunk_body(ir, pl, 0) == [
+        f"const uint64_t v0 = gl_add({L(c0)}, {L(c1)});",
+        f"{S(0, 0)} = v0;",
+        f"const gl3 v1 = gl3_mul31({L(ch)}, {L(c0)});",
+        f"{S(1, 0)} = v1.v0;",
+        f"{S(1, 1)} = v1.v1;",
+        f"{S(1, 2)} = v1.v2;",
+    ]
+    assert chunk_body(ir, pl, 1) == [
+        f"const gl3 v1 = gl3_make({S(1, 0)}, {S(1, 1)}, {S(1, 2)});",
+        f"const uint64_t v0 = {S(0, 0)};",
+        "const gl3 v2 = gl3_mul31(v1, v0);",
+        f"const gl3 v3 = gl3_mul31(v2, {L(zi)});",
+    ]
+    assert S(0, 0) != S(1, 0) != S(1, 1) != S(1, 2)
+    assert emit.result_c(ir) == "v3"
+    assert emit.result_c(KernelIR(1, False, ir.ops[:1])) == "gl3_make(v0, 0, 0)"
+
+
+# ================================================================================ the ABI
+ABI = ("exps_launch", "exps_min_scratch", "exps_expr_covered", "exps_launch_expr", "exps_emitter_version",
+       "exps_source_hash")
+
+
+def test_abi_text_has_every_entry_point() -> None:
+    abi = render(_ks("Medium"))["k_medium_abi.cu"]
+    for name in ABI:
+        assert re.search(rf"EXPS_EXPORT [^;{{]*\b{name}\(", abi), name
+    assert 'extern "C" {' in abi
+    assert f'"{EMITTER_VERSION}"' in abi and HASH in abi
+
+
+@needs_gxx
+def test_abi_exports_exactly_the_entry_points(tmp_path: Path) -> None:
+    ks = _ks("Tiny", 3)
+    so = hostcheck.build_host_library(render(ks), tmp_path)
+    if shutil.which("nm"):
+        out = subprocess.run(["nm", "-D", "--defined-only", str(so)], capture_output=True, text=True,
+                             check=True).stdout
+        exported = sorted(line.split()[-1] for line in out.splitlines() if " T " in line)
+        assert exported == sorted(ABI)
+    lib = hostcheck._load(so)
+    assert lib.exps_min_scratch() == ks.plan.total_slots * 256 > 0
+    assert lib.exps_emitter_version() == EMITTER_VERSION.encode()
+    assert lib.exps_source_hash() == HASH.encode()
+    covered = sorted(x.ir.exp_id for x in ks.exprs)
+    assert covered == [6, 11]
+    for e in (6, 11):
+        assert lib.exps_expr_covered(e) == 1
+    for e in (0, 5, 7, 50, 51, 1 << 40):
+        assert lib.exps_expr_covered(e) == 0
+
+
+@needs_gxx
+def test_abi_launch_expr_refusals(tmp_path: Path) -> None:
+    ks = _ks("Tiny")
+    lib = hostcheck._load(hostcheck.build_host_library(render(ks), tmp_path))
+    si, _, _, _ = _air("Tiny")
+    buf = hostcheck.make_buffers(si, 64, 16, np.random.default_rng(0))
+    steps = buf.bind(hostcheck.HostMem())
+    dest = np.zeros(3 * 16 * 4, dtype=np.uint64)
+    dims = {x.ir.exp_id: x.ir.out_dim for x in ks.exprs}
+    assert dims == {6: 1, 11: 3}
+
+    def launch(exp_id, mode=0, dest_dim=3, n=16):
+        return lib.exps_launch_expr(exp_id, steps, dest.ctypes.data, n, n,
+                                    buf.off_trace[1], buf.off_trace[2], buf.off_trace[3], mode, 5, 0, 4,
+                                    dest_dim, 0, None)
+
+    assert launch(6) == 1 and launch(11) == 1 and launch(6, dest_dim=1) == 1
+    assert launch(50) == 0                    # Q is not a trace-domain kernel
+    assert launch(7) == 0
+    assert launch(6, mode=3) == 0
+    assert launch(6, dest_dim=2) == 0
+    assert launch(6, n=0) == 0
+    assert launch(11, dest_dim=1) == 0        # a dim-3 value does not fit a dim-1 dest
+    assert launch(6, mode=2, dest_dim=3) == 0  # WRITE_INV needs destDim == value dim
+    assert launch(11, mode=2, dest_dim=3) == 1
+
+
+def test_source_hash() -> None:
+    a = emit.source_hash("d" * 64, {"ops_per_chunk": 64, "arch": "90"})
+    assert a == emit.source_hash("d" * 64, {"arch": "90", "ops_per_chunk": 64})
+    assert re.fullmatch(r"[0-9a-f]{64}", a)
+    assert len({a, emit.source_hash("e" * 64, {"ops_per_chunk": 64, "arch": "90"}),
+                emit.source_hash("d" * 64, {"ops_per_chunk": 32, "arch": "90"})}) == 3
+
+
+# ========================================================================= a 40,000-op Q
+def test_render_40000_op_q(tmp_path: Path, capsys) -> None:
+    synth.build_large(tmp_path, 40000)
+    [p] = discover(tmp_path)
+    si, ei = load_air(p.starkinfo, p.expressions)
+    cov = cover(si, ei)
+    assert cov.air_skip == "" and len(cov.q.ops) == 39998
+    ks = KernelSource(p.key, cov.q, plan(cov.q, 256), cov.exprs, HASH)
+    t0 = time.perf_counter()
+    files = render(ks)
+    dt = time.perf_counter() - t0
+    with capsys.disabled():
+        print(f"\n[emit] render of a {len(cov.q.ops)}-op Q ({ks.plan.n_chunks} chunks, {len(files)} files, "
+              f"{sum(map(len, files.values())) / 1e6:.1f} MB): {dt:.3f} s wall")
+    assert ks.plan.n_chunks == 157
+    qfiles = sorted((f for f in files if re.search(r"_q\d+\.cu$", f)), key=lambda f: int(f[:-3].split("_q")[-1]))
+    assert [f"{p.key}_q{g}.cu" for g in range(11)] == qfiles
+    assert set(files) == set(qfiles) | {f"{p.key}_x0.cu", f"{p.key}_abi.cu"}
+    # every op is emitted exactly once, in order, across the TUs
+    defs = []
+    for f in qfiles:
+        defs += [int(m) for m in re.findall(r"^    const (?:uint64_t|gl3) v(\d+) = (?!gl3_make\(scratch|scratch)",
+                                            files[f], flags=re.M)]
+    assert defs == list(range(39998))
+
+
+# ====================================================== random DAGs end to end (host check)
+SI_PROP = {
+    "name": "Prop", "airgroupId": 0, "airId": 0, "nStages": 2,
+    "starkStruct": {"nBits": 3, "nBitsExt": 4},
+    "cmPolsMap": [{"stage": 1, "dim": 1, "stagePos": 0}, {"stage": 1, "dim": 1, "stagePos": 1},
+                  {"stage": 1, "dim": 1, "stagePos": 2}, {"stage": 2, "dim": 1, "stagePos": 0},
+                  {"stage": 2, "dim": 3, "stagePos": 1}, {"stage": 3, "dim": 3, "stagePos": 0}],
+    "mapSectionsN": {"const": 2, "cm1": 3, "cm2": 4, "cm3": 3},
+    "openingPoints": [-1, 0, 1, 2],
+    "boundaries": [{"name": "everyRow"}],
+    "nConstants": 2, "nPublics": 2,
+    "challengesMap": [{"stage": 2}, {"stage": 2}, {"stage": 3}],
+    "evMap": [{"type": "cm", "id": 0}, {"type": "const", "id": 1}],
+    "airValuesMap": [{"stage": 1}, {"stage": 2}],
+    "airgroupValuesMap": [{"stage": 2}, {"stage": 1}],
+    "proofValuesMap": [{"stage": 1}, {"stage": 2}],
+    "cExpId": 100, "qDim": 3,
+}
+NUMBERS = [0, 1, 2, P - 1, P, P + 1, (1 << 64) - 1, EPS, EPS + 1, 1 << 32, 16]
+COLUMN_LEAVES = [("cm", 0), ("cm", 1), ("cm", 2), ("cm", 3), ("cm", 4), ("const", 0), ("const", 1)]
+
+
+@st.composite
+def leaves(draw, q: bool, column: bool = False) -> dict:
+    if column:
+        kind = draw(st.sampled_from(["cm", "const"]))
+    else:
+        kinds = ["cm", "cm", "cm", "const", "number", "number", "public", "challenge", "eval", "airvalue",
+                 "airgroupvalue", "proofvalue"] + (["Zi"] if q else [])
+        kind = draw(st.sampled_from(kinds))
+    prime = draw(st.sampled_from(SI_PROP["openingPoints"]))
+    if kind == "cm":
+        i = draw(st.integers(0, 4))
+        return {"type": "cm", "id": i, "prime": prime, "dim": SI_PROP["cmPolsMap"][i]["dim"]}
+    if kind == "const":
+        return {"type": "const", "id": draw(st.integers(0, 1)), "prime": prime, "dim": 1}
+    if kind == "number":
+        v = draw(st.one_of(st.sampled_from(NUMBERS), st.integers(0, (1 << 64) - 1)))
+        return {"type": "number", "value": draw(st.sampled_from([str(v), v])), "dim": 1}
+    if kind == "public":
+        return {"type": "public", "id": draw(st.integers(0, 1)), "dim": 1}
+    if kind in ("challenge", "eval"):
+        return {"type": kind, "id": draw(st.integers(0, 2 if kind == "challenge" else 1)), "dim": 3}
+    if kind == "Zi":
+        return {"type": "Zi", "boundaryId": 0, "dim": 1}
+    i = draw(st.integers(0, 1))
+    maps = {"airvalue": "airValuesMap", "airgroupvalue": "airgroupValuesMap", "proofvalue": "proofValuesMap"}
+    stage = SI_PROP[maps[kind]][i]["stage"]
+    return {"type": kind, "id": i, "stage": stage, "dim": 1 if stage == 1 else 3}
+
+
+@st.composite
+def dags(draw, q: bool, max_ops: int = 24) -> list[dict]:
+    """A random SSA code list; unread (dead) values are folded into the result or left dead."""
+    n = draw(st.integers(1, max_ops))
+    ids = iter(draw(st.permutations(range(3, 3 + 2 * n)))[:n] + list(range(100, 200)))  # sparse ids
+    code: list[dict] = []
+    outs: list[dict] = []
+    read: set[int] = set()
+
+    def operand() -> dict:
+        if outs and draw(st.integers(0, 9)) < 5:
+            o = dict(draw(st.sampled_from(outs[-6:] if draw(st.booleans()) else outs)))
+            read.add(o["id"])
+            return o
+        return draw(leaves(q))
+
+    def add_op(op: str, srcs: list[dict]) -> None:
+        d = max(s["dim"] for s in srcs)
+        tid = next(ids)
+        code.append({"op": op, "dest": {"type": "tmp", "id": tid, "dim": d}, "src": srcs})
+        outs.append({"type": "tmp", "id": tid, "dim": d})
+
+    for _ in range(n):
+        if draw(st.integers(0, 11)) == 0:
+            add_op("copy", [operand()])
+        else:
+            srcs = [operand(), operand()]
+            if draw(st.booleans()):
+                srcs.reverse()                                 # both JSON operand orders
+            add_op(draw(st.sampled_from(["add", "add", "sub", "mul"])), srcs)
+    # fold the values nobody read into the result (long live ranges across chunks), or keep
+    # them dead (they must not break the build either)
+    fold = draw(st.booleans())
+    for o in [o for o in outs[:-1] if o["id"] not in read and fold]:
+        srcs = [dict(outs[-1]), dict(o)]
+        read.update((outs[-1]["id"], o["id"]))
+        if draw(st.booleans()):
+            srcs.reverse()
+        add_op(draw(st.sampled_from(["add", "sub", "mul"])), srcs)
+    return code
+
+
+@st.composite
+def airs(draw, opc: int) -> tuple[dict, dict, int]:
+    """(starkinfo, expressionsinfo, n trace-domain expressions) with a random Q and 1-2 trace
+    expressions (one may be the denominator of a dim-1 numerator)."""
+    q_code = draw(dags(q=True))
+    last = q_code[-1]["dest"]
+    zi = {"type": "Zi", "boundaryId": 0, "dim": 1}
+    src = [{"type": "tmp", "id": last["id"], "dim": last["dim"]}, zi]
+    if draw(st.booleans()):
+        src.reverse()
+    q_code.append({"op": "mul", "dest": {"type": "q", "id": 0, "dim": last["dim"]}, "src": src})
+    si = dict(SI_PROP, qDim=last["dim"])
+    exprs = [{"expId": 100, "stage": 3, "code": q_code}]
+    n_trace = draw(st.integers(1, 2))
+    for k in range(n_trace):
+        exprs.append({"expId": 10 + k, "stage": 2, "code": draw(dags(q=False))})
+    hints = []
+    if n_trace == 2 and draw(st.booleans()):
+        d0 = exprs[1]["code"][-1]["dest"]["dim"]
+        d1 = exprs[2]["code"][-1]["dest"]["dim"]
+        hints.append({"name": "im_col", "fields": [
+            {"name": "numerator", "values": [{"op": "tmp", "id": 10, "dim": d0}]},
+            {"name": "denominator", "values": [{"op": "tmp", "id": 11, "dim": d1}]}]})
+    draw(st.randoms()).shuffle(exprs)
+    return si, {"expressionsCode": exprs, "hintsInfo": hints}, n_trace
+
+
+def run_end_to_end(si_json: dict, ei_json: dict, n_trace: int, opc: int) -> hostcheck.CheckResult:
+    si = parse_starkinfo(si_json, "prop.starkinfo.json")
+    ei = parse_expressionsinfo(ei_json, "prop.expressionsinfo.json", si)
+    cov = cover(si, ei)
+    assert cov.air_skip == ""
+    assert len(cov.exprs) == n_trace and cov.skipped_exprs == []
+    ks = hostcheck.kernel_source("prop", cov, opc, HASH)
+    chunked = 0 < opc < len(cov.q.ops)
+    assert ks.plan.n_chunks == (-(-len(cov.q.ops) // opc) if chunked else 1)
+    with tempfile.TemporaryDirectory(prefix="exps-prop-") as d:
+        lib = hostcheck._load(hostcheck.build_host_library(render(ks), Path(d)))
+        res = hostcheck.check_kernel(si, si_json, ei_json, ks, lib, seed=7)
+    assert res.mismatches == []
+    assert res.q_words == 3 * 1024 * (2 if chunked else 1)
+    want_checks = sum(6 if x.ir.out_dim == 3 else 10 for x in cov.exprs)
+    assert res.expr_checks == want_checks
+    return res
+
+
+EXAMPLES = int(os.environ.get("EXPS_PROP_EXAMPLES", "10"))
+
+
+@needs_gxx
+@pytest.mark.parametrize("opc", [0, 3, 7])
+@settings(max_examples=EXAMPLES, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data())
+def test_random_dags_bit_identical(opc: int, data) -> None:
+    si, ei, n_trace = data.draw(airs(opc))
+    run_end_to_end(si, ei, n_trace, opc)
+
+
+# ----------------------------------------------------- kernels that read no column (row unused)
+def _scalar_only_air(trace_code: list[dict]) -> tuple[dict, dict]:
+    q = [{"op": "mul", "dest": {"type": "tmp", "id": 0, "dim": 1},
+          "src": [{"type": "cm", "id": 0, "prime": 0, "dim": 1}, {"type": "cm", "id": 1, "prime": 1, "dim": 1}]},
+         {"op": "mul", "dest": {"type": "q", "id": 0, "dim": 1},
+          "src": [{"type": "tmp", "id": 0, "dim": 1}, {"type": "Zi", "boundaryId": 0, "dim": 1}]}]
+    return dict(SI_PROP, qDim=1), {"expressionsCode": [{"expId": 100, "code": q},
+                                                       {"expId": 10, "code": trace_code}]}
+
+
+@needs_gxx
+@pytest.mark.parametrize("src", [
+    [{"type": "public", "id": 0, "dim": 1}, {"type": "number", "value": "5", "dim": 1}],
+    [{"type": "number", "value": "3", "dim": 1}, {"type": "number", "value": "5", "dim": 1}],
+])
+def test_trace_expression_without_column_reads(src) -> None:
+    """Regression (BUG-1): an expression reading no column left `row` (and `X` with literals only)
+    unused; -Wextra made the host build fail (Medium's expression 42 in the sample)."""
+    si, ei = _scalar_only_air([{"op": "mul", "dest": {"type": "tmp", "id": 0, "dim": 1}, "src": src}])
+    run_end_to_end(si, ei, 1, 0)
+
+
+@needs_gxx
+def test_q_chunk_without_column_reads(tmp_path: Path) -> None:
+    """Regression (BUG-1): a Q chunk (not the last) reading no column/Zi left `row`, `X` unused."""
+    ops = (Op("mul", "11", Leaf("number", 1, value=3), Leaf("number", 1, value=5), 1),
+           Op("add", "11", Val(0, 1), Leaf("cm", 1, stage=1, col=0), 1),
+           Op("mul", "11", Val(1, 1), Leaf("zi", 1), 1))
+    ir = KernelIR(9, True, ops)
+    hostcheck.build_host_library(render(KernelSource("k", ir, plan(ir, 1), [], HASH)), tmp_path)
+
+
+@needs_gxx
+def test_medium_sample_builds(tmp_path: Path) -> None:
+    hostcheck.build_host_library(render(_ks("Medium")), tmp_path)
+
+
+# ------------------------------------- dead values (once emitted as unused locals: a warning)
+@needs_gxx
+@pytest.mark.parametrize("where", ["trace", "q"])
+def test_dead_value(where: str) -> None:
+    cm0 = {"type": "cm", "id": 0, "prime": 0, "dim": 1}
+    cm1 = {"type": "cm", "id": 1, "prime": 1, "dim": 1}
+    code = [{"op": "mul", "dest": {"type": "tmp", "id": 0, "dim": 1}, "src": [cm0, cm1]},   # never read
+            {"op": "add", "dest": {"type": "tmp", "id": 1, "dim": 1}, "src": [cm1, cm0]}]
+    if where == "trace":
+        si, ei = _scalar_only_air(code)
+    else:
+        si, ei = _scalar_only_air([{"op": "add", "dest": {"type": "tmp", "id": 0, "dim": 1}, "src": [cm0, cm1]}])
+        ei["expressionsCode"][0]["code"] = code + [
+            {"op": "mul", "dest": {"type": "q", "id": 0, "dim": 1},
+             "src": [{"type": "tmp", "id": 1, "dim": 1}, {"type": "Zi", "boundaryId": 0, "dim": 1}]}]
+    run_end_to_end(si, ei, 1, 0)

@@ -1,0 +1,295 @@
+"""codegen.hostcheck: every AIR of the sample and of ../shared/pk is bit-identical to the oracle
+(generated TUs compiled with g++, called through the C ABI), the check can fail, and raw_words
+draws the words that matter."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from codegen import emit, hostcheck
+from codegen.ir import Leaf
+from codegen.discover import discover
+from codegen.emit import render
+from codegen.hostcheck import EDGE, EPS, P, CheckResult, check_air, check_kernel, raw_words
+from codegen.kernel import cover
+from codegen.model import load_air, parse_expressionsinfo, parse_starkinfo
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "provingkey-sample"
+PK = ROOT.parent / "shared" / "pk"
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+
+#: AIRs whose host check takes more than ~5 s
+SLOW = {"Large", "ConnectionNew", "Intermediates"}
+
+
+def _params(root: Path) -> list:
+    if not root.is_dir():
+        return []
+    out = []
+    for p in discover(root):
+        marks = [pytest.mark.slow] if p.base in SLOW else []
+        rel = p.rel.split("/provingKey/")[-1] if "/provingKey/" in p.rel else p.rel
+        out.append(pytest.param(p, marks=marks, id=rel.replace("/airs/", "/")))
+    return out
+
+
+def _expected_counts(si, cov) -> tuple[int, int, int]:
+    """(q_words, expr_checks, expr_words) check_kernel must report for this AIR."""
+    n_ext = min(max(1 << si.n_bits_ext, 1024), 1 << 13)
+    n = min(max(1 << si.n_bits, 64), 1 << 13)
+    chunked = len(cov.q.ops) > 512                     # default_ops_per_chunk: 256 above 512 ops
+    q_words = 3 * n_ext * (2 if chunked else 1)        # ample and tight scratch when chunked
+    # per expression: vdim 3 -> destDim 3 x {WRITE, MUL_INV, WRITE_INV} x {col, expr};
+    # vdim 1 -> destDim 1 x 3 modes x 2 + destDim 3 x {WRITE, MUL_INV} x 2
+    checks = sum(6 if x.ir.out_dim == 3 else 10 for x in cov.exprs)
+    words = 18 * n * len(cov.exprs)                    # 6 x 3n (vdim 3) or 6n + 4 x 3n (vdim 1)
+    return q_words, checks, words
+
+
+def _run(p) -> tuple[CheckResult, object, object]:
+    si, ei = load_air(p.starkinfo, p.expressions)
+    cov = cover(si, ei)
+    assert cov.air_skip == ""
+    res = check_air(p.key, si, json.loads(p.starkinfo.read_text()), json.loads(p.expressions.read_text()), cov)
+    return res, si, cov
+
+
+# ====================================================================== the sample key
+SAMPLE_PARAMS = [x for x in _params(SAMPLE) if x.values[0].base != "Skipped"]
+
+
+def test_sample_param_list() -> None:
+    assert sorted(x.id for x in SAMPLE_PARAMS) == [
+        "synth/Basic/Large/air/Large", "synth/Basic/Medium/air/Medium", "synth/Basic/Tiny/air/Tiny",
+        "synth/Rec/Shared/recursive1/Shared", "synth/Rec/Shared/recursive2/Shared"]
+
+
+@pytest.mark.parametrize("p", SAMPLE_PARAMS)
+def test_sample_air_bit_identical(p) -> None:
+    res, si, cov = _run(p)
+    assert res.mismatches == []
+    assert res.ok
+    assert (res.q_words, res.expr_checks, res.expr_words) == _expected_counts(si, cov)
+
+
+def test_sample_coverage_counts() -> None:
+    """What each sample AIR's kernel covers (exact)."""
+    got = {}
+    for p in discover(SAMPLE):
+        si, ei = load_air(p.starkinfo, p.expressions)
+        cov = cover(si, ei)
+        got[p.rel.split("/")[-1] + "@" + p.air_dir.name] = (
+            cov.q_ops, len(cov.exprs), [s.exp_id for s in cov.skipped_exprs], bool(cov.air_skip))
+    assert got == {
+        "Large@air": (5394, 5, [5723], False),
+        "Medium@air": (483, 14, [625], False),
+        "Skipped@air": (0, 0, [], True),
+        "Tiny@air": (39, 2, [51], False),
+        "Shared@recursive1": (155, 5, [247], False),
+        "Shared@recursive2": (155, 5, [247], False),
+    }
+
+
+def test_sample_skipped_air() -> None:
+    [p] = [p for p in discover(SAMPLE) if p.base == "Skipped"]
+    si, ei = load_air(p.starkinfo, p.expressions)
+    cov = cover(si, ei)
+    assert cov.q is None and cov.exprs == []
+    assert cov.air_skip == (f"{p.starkinfo}: boundaries ['everyRow', 'firstRow']: the GPU prover computes "
+                            "only the everyRow zerofier")
+
+
+# ========================================================================== ../shared/pk
+PK_PARAMS = _params(PK)
+
+
+def test_pk_present_or_skip() -> None:
+    if not PK.is_dir():
+        pytest.skip(f"{PK} absent")
+    assert len(PK_PARAMS) == 37
+
+
+@pytest.mark.parametrize("p", PK_PARAMS)
+def test_pk_air_bit_identical(p) -> None:
+    res, si, cov = _run(p)
+    assert res.mismatches == []
+    assert (res.q_words, res.expr_checks, res.expr_words) == _expected_counts(si, cov)
+    # every trace-domain expression is covered; only the FRI expression is skipped
+    fri = json.loads(p.starkinfo.read_text())["friExpId"]
+    n_expr = len(json.loads(p.expressions.read_text())["expressionsCode"])
+    assert [s.exp_id for s in cov.skipped_exprs] == [fri]
+    assert len(cov.exprs) == n_expr - 2
+
+
+# ============================================================================= the check fails
+SI = {
+    "name": "Neg", "airgroupId": 0, "airId": 0, "nStages": 2, "starkStruct": {"nBits": 3, "nBitsExt": 4},
+    "cmPolsMap": [{"stage": 1, "dim": 1, "stagePos": 0}, {"stage": 1, "dim": 1, "stagePos": 1}],
+    "mapSectionsN": {"const": 0, "cm1": 2, "cm2": 0, "cm3": 0}, "openingPoints": [0, 1],
+    "boundaries": [{"name": "everyRow"}], "nConstants": 0, "nPublics": 0, "challengesMap": [], "evMap": [],
+    "cExpId": 1, "qDim": 1,
+}
+CM0 = {"type": "cm", "id": 0, "prime": 0, "dim": 1}
+CM1 = {"type": "cm", "id": 1, "prime": 1, "dim": 1}
+EI = {"expressionsCode": [
+    {"expId": 1, "code": [
+        {"op": "add", "dest": {"type": "tmp", "id": 0, "dim": 1}, "src": [CM1, CM0]},
+        {"op": "mul", "dest": {"type": "q", "id": 0, "dim": 1},
+         "src": [{"type": "tmp", "id": 0, "dim": 1}, {"type": "Zi", "boundaryId": 0, "dim": 1}]}]},
+    {"expId": 2, "code": [{"op": "sub", "dest": {"type": "tmp", "id": 0, "dim": 1}, "src": [CM0, CM1]}]},
+]}
+
+
+def _check_text(files: dict[str, str], si, si_json, ei_json, ks) -> CheckResult:
+    with tempfile.TemporaryDirectory(prefix="exps-neg-") as d:
+        lib = hostcheck._load(hostcheck.build_host_library(files, Path(d)))
+        return check_kernel(si, si_json, ei_json, ks, lib)
+
+
+def _neg_setup(opc: int = 0):
+    si = parse_starkinfo(SI, "neg.starkinfo.json")
+    ei = parse_expressionsinfo(EI, "neg.expressionsinfo.json", si)
+    cov = cover(si, ei)
+    ks = hostcheck.kernel_source("neg", cov, opc)
+    return si, ks, render(ks)
+
+
+def test_uncorrupted_control() -> None:
+    si, ks, files = _neg_setup()
+    res = _check_text(files, si, SI, EI, ks)
+    assert res.mismatches == [] and res.q_words == 3 * 1024 and res.expr_checks == 10
+
+
+def test_swapped_add_operands_are_detected() -> None:
+    """JSON add(cm1', cm0) is kept in that order (equal ranks); running it as add(cm0, cm1') is
+    field-equal but not bit-identical (only the left operand is canonicalised)."""
+    si, ks, files = _neg_setup()
+    q = files["neg_q0.cu"]
+    a = emit._leaf_c(Leaf("cm", 1, stage=1, col=1, shift=2))        # cm1' (opening 1 x blowup 2)
+    b = emit._leaf_c(Leaf("cm", 1, stage=1, col=0))
+    line = f"gl_add({a}, {b})"
+    assert q.count(line) == 1
+    files = dict(files, **{"neg_q0.cu": q.replace(line, f"gl_add({b}, {a})")})
+    res = _check_text(files, si, SI, EI, ks)
+    assert len(res.mismatches) == 1
+    assert res.mismatches[0].startswith("Q (scratch 0): ")
+    n_diff = int(re.search(r"(\d+) words differ", res.mismatches[0]).group(1))
+    assert 0 < n_diff < 1024          # only rows where an operand is >= p (raw words) differ
+
+
+def test_add_replaced_by_sub_is_detected() -> None:
+    si, ks, files = _neg_setup()
+    q = files["neg_q0.cu"]
+    assert q.count("gl_add(") == 1
+    res = _check_text({**files, "neg_q0.cu": q.replace("gl_add(", "gl_sub(")}, si, SI, EI, ks)
+    assert [m.split(":")[0] for m in res.mismatches] == ["Q (scratch 0)"]
+
+
+def test_corrupted_expression_is_detected_in_every_mode() -> None:
+    si, ks, files = _neg_setup()
+    x = files["neg_x0.cu"]
+    assert x.count("gl_sub(") == 1
+    res = _check_text({**files, "neg_x0.cu": x.replace("gl_sub(", "gl_add(")}, si, SI, EI, ks)
+    labels = sorted(m.split(":")[0] for m in res.mismatches)
+    assert labels == sorted(f"expr 2 {m} destDim {d} {w}" for d, modes in ((1, ("WRITE", "MUL_INV", "WRITE_INV")),
+                                                                       (3, ("WRITE", "MUL_INV")))
+                            for m in modes for w in ("col", "expr"))
+
+
+def test_corrupted_scratch_slot_is_detected() -> None:
+    """Chunked (1 op per chunk): storing the crossing value into the wrong slot is caught under
+    both scratch sizes (the load then reads poison)."""
+    si, ks, files = _neg_setup(opc=1)
+    assert ks.plan.n_chunks == 2 and ks.plan.total_slots == 1
+    q = files["neg_q0.cu"]
+    store = "scratch[0 * wave + lo] = v0;"
+    assert q.count(store) == 1
+    control = _check_text(files, si, SI, EI, ks)
+    assert control.mismatches == [] and control.q_words == 2 * 3 * 1024
+    res = _check_text({**files, "neg_q0.cu": q.replace(store, "scratch[0 * wave + lo] = v0 + 1;")},
+                      si, SI, EI, ks)
+    assert sorted(m.split(":")[0] for m in res.mismatches) == ["Q (scratch 1024)", "Q (scratch 256)"]
+
+
+def test_sample_add_to_sub_is_detected() -> None:
+    """The same on a real-size kernel: Tiny's first gl_add in Q becomes gl_sub."""
+    [p] = [p for p in discover(SAMPLE) if p.base == "Tiny"]
+    si, ei = load_air(p.starkinfo, p.expressions)
+    cov = cover(si, ei)
+    ks = hostcheck.kernel_source(p.key, cov)
+    files = render(ks)
+    name = f"{p.key}_q0.cu"
+    files[name] = files[name].replace("gl_add(", "gl_sub(", 1)
+    res = _check_text(files, si, json.loads(p.starkinfo.read_text()), json.loads(p.expressions.read_text()), ks)
+    assert [m.split(":")[0] for m in res.mismatches] == ["Q (scratch 0)"]
+
+
+# ============================================================================== raw words
+def test_raw_words_draws_what_matters() -> None:
+    w = raw_words(np.random.default_rng(3), (20000,))
+    assert w.dtype == np.uint64 and w.shape == (20000,)
+    vals = [int(x) for x in w]
+    s = set(vals)
+    # every edge value, every small int 0..16
+    assert {int(x) for x in EDGE} <= s
+    assert set(range(17)) <= s
+    assert {0, 1, 2, 3, EPS - 1, EPS, EPS + 1, P - 2, P - 1, P, P + 1, P + 2, 1 << 63, (1 << 64) - 2,
+            (1 << 64) - 1, 1 << 32, (1 << 32) - 2} == {int(x) for x in EDGE}
+    ge_p = sum(v >= P for v in vals)
+    small = sum(v < EPS for v in vals)                       # the values with two encodings
+    big = sum(v >= 1 << 32 and v not in {int(x) for x in EDGE} for v in vals)
+    # 40% uniform (~all >= 2^32), 20% edge (5/17 of them >= p), 20% small, 20% selectors
+    assert 0.37 * 20000 < big < 0.43 * 20000
+    assert 0.04 * 20000 < ge_p < 0.08 * 20000
+    assert 0.45 * 20000 < small < 0.55 * 20000
+    assert sum(v in (0, 1) for v in vals) > 0.2 * 20000
+
+
+def test_raw_words_shapes_and_determinism() -> None:
+    a = raw_words(np.random.default_rng(9), (3, 5))
+    b = raw_words(np.random.default_rng(9), (3, 5))
+    assert a.shape == (3, 5) and a.dtype == np.uint64 and np.array_equal(a, b)
+    s = raw_words(np.random.default_rng(9), ())
+    assert s.shape == () and isinstance(int(s), int)
+    assert not np.array_equal(raw_words(np.random.default_rng(1), (64,)), raw_words(np.random.default_rng(2), (64,)))
+
+
+def test_buffers_layout() -> None:
+    [p] = [p for p in discover(SAMPLE) if p.base == "Medium"]
+    si, _ = load_air(p.starkinfo, p.expressions)
+    cols = hostcheck.stage_cols(si)
+    assert cols == {1: si.section_cols["cm1"], 2: si.section_cols["cm2"], 3: si.section_cols["cm3"]}
+    buf = hostcheck.make_buffers(si, 128, 32, np.random.default_rng(0))
+    # extended sections, then zi, then trace sections, back to back
+    pos = 0
+    for s in (1, 2, 3):
+        assert buf.off_ext[s] == pos
+        pos += cols[s] * 128
+    assert buf.off_zi == pos
+    pos += 128
+    for s in (1, 2, 3):
+        assert buf.off_trace[s] == pos
+        pos += cols[s] * 32
+    assert buf.aux.size == pos
+    assert buf.const_ext.size == si.n_constants * 128 and buf.const_trace.size == si.n_constants * 32
+    assert buf.scalars["airvalues"].size == 1 + 3 + 1
+    assert buf.scalars["airgroupvalues"].size == 6 and buf.scalars["proofvalues"].size == 4
+    assert buf.scalars["publics"].size == 3 and buf.scalars["challenges"].size == 3 * si.n_challenges
+    d = buf.domain(si, True, 128)
+    assert d.cm[2].shape == (cols[2], 128) and np.array_equal(d.zi, buf.aux[buf.off_zi: buf.off_zi + 128])
+    assert buf.domain(si, False, 32).zi is None
+
+
+def test_default_ops_per_chunk() -> None:
+    assert [hostcheck.default_ops_per_chunk(n) for n in (1, 512, 513, 40000)] == [0, 0, 256, 256]
+
+
+def test_check_result_ok() -> None:
+    assert CheckResult().ok and not CheckResult(mismatches=["x"]).ok
