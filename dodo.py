@@ -1,6 +1,7 @@
 """exps-codegen as a doit build: `doit` builds provingkey-sample/, `doit pk=DIR` another key.
 
 Variables: pk=DIR  build=DIR  arch=auto|major|90,120  cap=N  chunk=N  launcher=CMD
+           compile_timeout=SECONDS (kill a hung nvcc; that AIR fails, the others build)
 Commands:  doit (build and place every <base>.exps.so), doit emit (sources only, into the build
 dir), doit clean, doit list, doit -n N (parallel). A pipeline's own dodo.py can instead
 `yield from codegen.tasks.exps_tasks(Settings(...))` (see README).
@@ -28,6 +29,7 @@ SETTINGS = Settings(
     cap=_int("cap") or 40000,
     chunk=_int("chunk"),
     launcher=get_var("launcher", None) or os.environ.get("EXPS_LAUNCHER") or None,
+    compile_timeout=float(get_var("compile_timeout", 0) or 0) or None,
 )
 lock_build(SETTINGS)
 ProgressReporter.settings = SETTINGS
@@ -37,6 +39,7 @@ DOIT_CONFIG = {
     "dep_file": str(Path(SETTINGS.build) / ".doit.db"),
     "reporter": ProgressReporter,
     "verbosity": 1,
+    "continue": True,   # one AIR's failure must not stop the others (its dependants still do not run)
 }
 
 

@@ -1,6 +1,8 @@
 """The actions of the build stages (ir, tune, emit, cc, link): plain module-level functions with
 plain arguments, run by doit tasks (tasks.py) or directly. Each reads and writes files only in the
-kernel's build dir, except `link`, which places (or removes) the AIR's `.so`.
+kernel's build dir, except `cc`, which first removes the kernel's (now stale) `.so` files, and
+`link`, which places (or removes) the AIR's `.so`. `ir`, `tune` and `emit` never touch the
+provingKey: they also run for `doit emit`.
 
 Build dir layout, per kernel key:
     <build>/<key>/ir.json        coverage: Q IR, covered expressions, skips (or the AIR's skip)
@@ -55,9 +57,9 @@ def remove_so(so_paths: list[str]) -> None:
 # ----------------------------------------------------------------------------------------- ir
 def act_ir(key: str, starkinfo: str, expressions: str, out: str, so_paths: list[str],
            cap: int = CAP, expr_cap: int = EXPR_CAP) -> bool:
-    """Parse and lower one kernel. Its placements' old `.so` files are stale from now on: removed
-    first, so an interrupted build leaves the interpreter, never a stale kernel."""
-    remove_so(so_paths)
+    """Parse and lower one kernel. Writes only into the build dir: `ir` also runs for `doit emit`,
+    which must leave the provingKey alone. The placements' old `.so` files (`so_paths`, unused
+    here) are removed by `act_cc`, the first build-only stage."""
     doc = {"format": FORMAT, "key": key, "starkinfo": starkinfo, "expressions": expressions}
     try:
         si, ei = load_air(starkinfo, expressions)
@@ -194,10 +196,20 @@ def act_emit(key: str, ir_json: str, tune_json: str, src_dir: str, manifest: str
 
 
 # ----------------------------------------------------------------------------------------- cc
+def _why(e: Exception) -> str:
+    """A tool failure for the log: what happened (failed / timed out / OSError), then the repro."""
+    if isinstance(e, tc.CompileError):
+        return f"{str(e).splitlines()[0]}\n{e.dump(False)}"
+    return f"{type(e).__name__}: {e}"
+
+
 def act_cc(key: str, manifest: str, obj_dir: str, out: str, archs: list[int], so_paths: list[str],
            airs: list[str], launcher: list[str] | None = None, timeout_s: float | None = None) -> bool:
-    """Compile every TU of the kernel. On failure the kernel's `.so` files are removed (a stale
-    library is worse than none) and the error names the AIRs."""
+    """Compile every TU of the kernel. The kernel's old `.so` files are stale from now on (cc runs
+    only when its inputs changed): removed first, so a failed or interrupted build leaves the
+    interpreter, never a stale kernel; `link` places the new ones. Errors name the AIRs."""
+    remove_so(so_paths)
+    Path(out).unlink(missing_ok=True)
     m = read_json(Path(manifest))
     if m is None:
         raise RuntimeError(f"{manifest} is missing or unreadable: rerun the build")
@@ -208,10 +220,8 @@ def act_cc(key: str, manifest: str, obj_dir: str, out: str, archs: list[int], so
         try:
             got = compile_tus(tus, Path(obj_dir), compile_options(archs), ObjectCache(), launcher,
                               timeout_s=timeout_s)
-        except tc.CompileError as e:
-            remove_so(so_paths)
-            Path(out).unlink(missing_ok=True)
-            log.error("compile of kernel %s (AIRs: %s) failed:\n%s", key, ", ".join(airs), e.dump(False))
+        except (tc.CompileError, OSError) as e:   # nvcc failed/crashed/timed out; disk full
+            log.error("compile of kernel %s (AIRs: %s) failed: %s", key, ", ".join(airs), _why(e))
             return False
         doc["objects"] = [got[t.name][0] for t in tus]
         doc["reports"] = {t.name: got[t.name][1] for t in tus}
@@ -223,7 +233,7 @@ def act_cc(key: str, manifest: str, obj_dir: str, out: str, archs: list[int], so
 
 # --------------------------------------------------------------------------------------- link
 def act_link(rel: str, objs_json: str, so_path: str, stamp: str, archs: list[int],
-             launcher: list[str] | None = None) -> bool:
+             launcher: list[str] | None = None, timeout_s: float | None = None) -> bool:
     o = read_json(Path(objs_json))
     if o is None:
         raise RuntimeError(f"{objs_json} is missing or unreadable: rerun the build")
@@ -233,10 +243,11 @@ def act_link(rel: str, objs_json: str, so_path: str, stamp: str, archs: list[int
         _write_json(Path(stamp), {"format": FORMAT, "air": rel, "skip": o["skip"], "so": None})
         return True
     try:
-        tc.link_shared([Path(x) for x in o["objects"]], so, compile_options(archs), launcher=launcher)
-    except tc.CompileError as e:
+        tc.link_shared([Path(x) for x in o["objects"]], so, compile_options(archs), launcher=launcher,
+                       timeout_s=timeout_s)
+    except (tc.CompileError, OSError) as e:   # link_shared leaves no .so behind
         Path(stamp).unlink(missing_ok=True)
-        log.error("link of %s failed:\n%s", rel, e.dump(False))
+        log.error("link of %s failed: %s", rel, _why(e))
         return False
     st = so.stat()
     _write_json(Path(stamp), {"format": FORMAT, "air": rel, "skip": "", "so": str(so),

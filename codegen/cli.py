@@ -35,6 +35,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--launcher", default=os.environ.get("EXPS_LAUNCHER") or None,
                    help="compiler launcher in front of nvcc, e.g. ccache (env EXPS_LAUNCHER)")
     p.add_argument("--build-dir", default=None, help="build dir (default build/exps/<key>-<hash> here)")
+    p.add_argument("--compile-timeout", type=float, default=None, metavar="S",
+                   help="kill an nvcc compile or link after S seconds (that AIR fails; default: none)")
     p.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, help="parallel tasks")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
@@ -75,28 +77,33 @@ def legacy_parser() -> argparse.ArgumentParser:
 def _settings(a):
     from .tasks import Settings
     build = getattr(a, "keep_dir", None) or a.build_dir
-    return Settings(pk=a.pk, build=build, arch=a.arch, cap=a.cap, chunk=a.chunk, launcher=a.launcher)
+    return Settings(pk=a.pk, build=build, arch=a.arch, cap=a.cap, chunk=a.chunk, launcher=a.launcher,
+                    compile_timeout=a.compile_timeout)
 
 
 def run_doit(s, targets: list[str], jobs: int = 1, emit_only: bool = False, extra: list[str] | None = None) -> int:
     from doit.cmd_base import ModuleTaskLoader
     from doit.doit_cmd import DoitMain
 
-    from .tasks import ProgressReporter, exps_tasks, lock_build
-
-    lock_build(s)
-    ProgressReporter.settings = s
+    from .tasks import ProgressReporter, exps_tasks, lock_build, unlock_build
 
     def task_exps():
         yield from exps_tasks(s, emit_only=emit_only)
 
+    # continue: one AIR's failure must not stop the others (its dependants still do not run)
     mod = {"task_exps": task_exps,
            "DOIT_CONFIG": {"dep_file": str(Path(s.build) / ".doit.db"), "reporter": ProgressReporter,
-                           "verbosity": 1}}
+                           "verbosity": 1, "continue": True,
+                           "outfile": sys.stdout}}   # doit's default is sys.stdout as of its import
     argv = list(extra or ["run"])
     if jobs > 1 and argv[0] == "run":
         argv += ["-n", str(jobs), "-P", "thread"]
-    return DoitMain(ModuleTaskLoader(mod)).run(argv + targets)
+    lock_build(s)
+    ProgressReporter.settings = s
+    try:
+        return DoitMain(ModuleTaskLoader(mod)).run(argv + targets)
+    finally:
+        unlock_build(s)   # a process that embeds us may build again, or let another build run
 
 
 def cmd_build(a) -> int:
@@ -148,7 +155,7 @@ def cmd_status(a) -> int:
     rows = status_rows(_settings(a))
     w = max([len(r["air"]) for r in rows] + [3])
     for r in rows:
-        print(f"{r['air'].ljust(w)}  {r['state']:<8} {r['reason'][:100]}")
+        print(f"{r['air'].ljust(w)}  {r['state']:<8} {r['reason']}")
     counts = {k: sum(r["state"].startswith(k) for r in rows) for k in ("current", "stale", "missing", "skipped")}
     print(", ".join(f"{v} {k}" for k, v in counts.items()))
     return 0 if counts["stale"] == 0 else 3

@@ -60,6 +60,10 @@ class Settings:
                 raise ValueError(f"{name} must be positive")
         if self.chunk is not None and int(self.chunk) < 0:
             raise ValueError("chunk must be >= 0 (0 = a single kernel)")
+        if self.launcher:   # nvcc runs in the TU's dir: a relative launcher path must not depend on it
+            argv = shlex.split(self.launcher)
+            if "/" in argv[0] and not os.path.isabs(argv[0]):
+                self.launcher = shlex.join([os.path.abspath(argv[0]), *argv[1:]])
 
     def launcher_argv(self) -> list[str] | None:
         return shlex.split(self.launcher) if self.launcher else None
@@ -83,9 +87,9 @@ class Settings:
         return self._nvcc_text
 
     def hashed(self) -> dict:
-        """Settings that change the kernel a `.so` holds (part of exps_source_hash)."""
-        return {"cap": self.cap, "expr_cap": self.expr_cap, "slots_cap": self.slots_cap,
-                "chunk": self.chunk, "archs": self.archs()}
+        """Settings that change what a `.so` computes or covers (part of exps_source_hash).
+        Archs and chunking change only speed, so `status` answers the same for any of them."""
+        return {"cap": self.cap, "expr_cap": self.expr_cap, "slots_cap": self.slots_cap}
 
 
 def _kdir(s: Settings, key: str) -> Path:
@@ -120,7 +124,7 @@ def _cc_action(s: Settings, key, manifest, obj_dir, out, so_paths, airs):
 
 
 def _link_action(s: Settings, rel, objs_json, so_path, stamp):
-    return B.act_link(rel, objs_json, so_path, stamp, s.archs(), s.launcher_argv())
+    return B.act_link(rel, objs_json, so_path, stamp, s.archs(), s.launcher_argv(), s.compile_timeout)
 
 
 def _clean_so(so_path: str, stamp: str, dryrun: bool = False) -> None:
@@ -177,7 +181,7 @@ def exps_tasks(s: Settings, emit_only: bool = False):
                                          str(manifest), first.content, s.hashed()])],
                "file_dep": [str(ir_json), str(tune_json), *tmpl], "targets": [str(manifest)],
                "uptodate": [config_changed({"emitter": EMITTER_VERSION, **s.hashed()})],
-               "clean": [(_rm_tree, [str(kd / "src")])]}
+               "clean": [(_rm_tree, [str(kd / "src")]), (_rm_file, [str(manifest)])]}
         if emit_only:
             continue
         yield {"basename": "cc", "name": key,
@@ -204,7 +208,8 @@ def _bad_air_task(s: Settings, key: str, p: Placement, ir_json: Path, so_paths: 
 
 
 def _write_skip(key: str, out: str, reason: str, so_paths: list[str]) -> bool:
-    B.remove_so(so_paths)
+    """ir of an AIR whose starkinfo is unusable. Like act_ir it leaves the provingKey alone; the
+    cc and link stages remove the AIR's old `.so`."""
     B._write_json(Path(out), {"format": B.FORMAT, "key": key, "air_skip": f"bad input: {reason}",
                               "q": None, "exprs": [], "skipped_exprs": [], "q_ops": 0})
     return True
@@ -242,6 +247,13 @@ def lock_build(s: Settings, wait: bool = True) -> None:
     _LOCKS[path] = fd
 
 
+def unlock_build(s: Settings) -> None:
+    """Release the lock of `lock_build` (an embedding process runs more than one build)."""
+    fd = _LOCKS.pop(str(Path(s.build) / ".lock"), None)
+    if fd is not None:
+        os.close(fd)   # closing the only descriptor drops the flock
+
+
 # --------------------------------------------------------------------------------- reporting
 def summary_rows(s: Settings) -> list[dict]:
     """One row per placement from the stage files (what was generated, skipped, placed)."""
@@ -268,7 +280,7 @@ def format_summary(rows: list[dict]) -> str:
     head = ["AIR", "kernel", "Q ops", "chunks", "slots", "exprs", "placed", "skip reason"]
     table = [[r["air"], r["kernel"], str(r["q_ops"]), str(r["chunks"]), str(r["slots"]),
               f"{r['exprs']}" + (f" (+{r['skipped_exprs']} not)" if r["skipped_exprs"] else ""),
-              "yes" if r["placed"] else "no", (r["skip"] or "")[:100]] for r in rows]
+              "yes" if r["placed"] else "no", r["skip"] or ""] for r in rows]
     w = [max(len(h), *(len(t[i]) for t in table)) if table else len(h) for i, h in enumerate(head)]
     lines = ["  ".join(h.ljust(w[i]) for i, h in enumerate(head))]
     lines += ["  ".join(c.ljust(w[i]) for i, c in enumerate(t)) for t in table]

@@ -432,6 +432,10 @@ def _run_nvcc(what: str, argv: list[str], workdir: str, timeout_s: float | None,
         out, _ = proc.communicate()
         text = out.decode(errors="replace") + f"\n[killed after {timeout_s} s]"
         raise CompileError(what, argv, None, text, tu_path, _repro(argv, tmp_out, real_out)) from None
+    except BaseException:   # Ctrl-C / SystemExit: never leave nvcc running in its own session
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
     text = out.decode(errors="replace")
     if proc.returncode != 0 or not os.path.isfile(tmp_out):
         raise CompileError(what, argv, proc.returncode, text, tu_path,

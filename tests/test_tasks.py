@@ -1,0 +1,371 @@
+"""The build graph's promises (issue #4 "Must show"), through the real dodo.py, exps-codegen and a
+pipeline's own dodo.py. A counting launcher logs every nvcc call (compiles: `-c`, links:
+`-shared`); each test has a private object cache (a copy of the session's reference build cache,
+so only what a test is about compiles). See buildkit.py.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+import textwrap
+
+import pytest
+
+import buildkit as bk
+from buildkit import SHARED1, SHARED2, SHARED_KEY, SKIPPED, SKIPPED_KEY, TINY, TINY_KEY
+
+pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None and not os.environ.get("EXPS_NVCC"),
+                                reason="needs nvcc")
+PLACED = {TINY, SHARED1, SHARED2}
+
+
+@pytest.fixture
+def ref(tmp_path_factory):
+    return bk.reference(tmp_path_factory)
+
+
+@pytest.fixture
+def kit(ref, tmp_path, monkeypatch):
+    """A fresh copy of SMALL with a warm private cache (nothing built yet)."""
+    k = bk.new_kit(tmp_path, cache_from=ref.kit.cache)
+    monkeypatch.setenv("EXPS_CACHE_DIR", str(k.cache))
+    monkeypatch.delenv("EXPS_LAUNCHER", raising=False)
+    return k
+
+
+@pytest.fixture
+def built(kit):
+    """`kit` after one build (from the warm cache: links only); the launcher log is reset."""
+    kit.doit()
+    assert bk.so_files(kit.pk) == PLACED
+    kit.reset_log()
+    return kit
+
+
+def executed(out: str) -> set[str]:
+    """Tasks our reporter says it ran (`[n/N] stage:name (t)` lines)."""
+    return {line.split()[1] for line in out.splitlines() if bk.PROGRESS.match(line)}
+
+
+def so_state(kit, rel):
+    p = bk.so_path(kit.pk, rel)
+    st = p.stat()
+    return st.st_size, st.st_mtime_ns, p.read_bytes()
+
+
+# --------------------------------------------------------------------------------- first build
+def test_first_build_exact_outputs_and_compiles(ref):
+    kit, out = ref.kit, ref.proc.stdout
+    print(f"\ncold first build of Tiny + Skipped + Shared pair: {ref.seconds:.1f} s")
+    # placed: exactly the three buildable AIRs; Skipped has none
+    assert bk.so_files(kit.pk) == PLACED
+    # every TU of every generated kernel compiled exactly once; the shared pair is one kernel
+    tiny, shared = kit.tus(TINY_KEY), kit.tus(SHARED_KEY)
+    assert tiny == [f"{TINY_KEY}_abi.cu", f"{TINY_KEY}_q0.cu", f"{TINY_KEY}_x0.cu"]
+    assert shared == [f"{SHARED_KEY}_abi.cu", f"{SHARED_KEY}_q0.cu", f"{SHARED_KEY}_x0.cu"]
+    c = kit.calls()
+    assert sorted(c.compiles) == sorted(tiny + shared)          # 6 compiles, no duplicate
+    assert sorted(c.links) == sorted([TINY_KEY, SHARED_KEY, SHARED_KEY])   # two links, one kernel
+    assert kit.manifest(SKIPPED_KEY)["files"] == {} and "boundaries" in kit.manifest(SKIPPED_KEY)["skip"]
+    assert so_state(kit, SHARED1)[2] == so_state(kit, SHARED2)[2]
+    assert {d.name for d in kit.build.iterdir() if d.is_dir()} == {TINY_KEY, SHARED_KEY, SKIPPED_KEY, "link"}
+    # every stage ran once per kernel / placement, and the summary says what happened
+    assert executed(out) == ({f"{b}:{k}" for b in ("ir", "tune", "emit", "cc")
+                              for k in (TINY_KEY, SHARED_KEY, SKIPPED_KEY)}
+                             | {f"link:{r}" for r in (TINY, SKIPPED, SHARED1, SHARED2)})
+    assert "4 AIRs: 2 kernels generated, 3 .so placed, 1 skipped" in out
+    skipped_line = next(line for line in out.splitlines() if line.startswith(SKIPPED))
+    assert "firstRow" in skipped_line and " no " in skipped_line
+    # built from another directory (-d <tmp>): nothing lands in the checkout
+    assert not (bk.REPO / "build" / "exps" / "pk").exists()
+    bk.assert_all_current(kit)
+
+
+# --------------------------------------------------------------------------------- no-op
+def test_noop_rebuild_runs_no_task_and_no_nvcc(built):
+    kit = built
+    pk_before, build_before = bk.tree(kit.pk), bk.tree(kit.build / TINY_KEY)
+    times = []
+    for _ in range(3):
+        p = kit.doit(env={"EXPS_ASSERT_NO_COMPILE": "1"})
+        assert p.stdout == "", p.stdout            # our reporter prints nothing for up-to-date tasks
+        assert not bk.PROGRESS.search(p.stdout)
+        times.append(kit.runs[-1])
+    # the CLI runs the same graph: also up to date
+    p = kit.cli("build", str(kit.pk), *bk.CLI_ARGS, "--build-dir", str(kit.build), "--launcher",
+                kit.launcher, env={"EXPS_ASSERT_NO_COMPILE": "1"})
+    assert not bk.PROGRESS.search(p.stdout), p.stdout
+    assert kit.calls().n == 0
+    assert bk.tree(kit.pk) == pk_before
+    assert bk.tree(kit.build / TINY_KEY) == build_before
+    print(f"\nno-op rebuild (python -m doit, subprocess, wall): min {min(times):.3f} s, "
+          f"runs {', '.join(f'{t:.3f}' for t in times)} s (target < 0.5 s)")
+    assert min(times) < 2.0   # a loose bound: a regression (e.g. nvcc at load time) shows as seconds
+
+
+# --------------------------------------------------------------------------------- one AIR edited
+def test_json_change_recompiles_only_that_kernel(built):
+    kit = built
+    others = {r: so_state(kit, r) for r in (SHARED1, SHARED2)}
+    old_tiny = so_state(kit, TINY)
+    bk.bump_q_number(kit.pk, TINY)
+    p = kit.doit()
+    c = kit.calls()
+    # Q changed -> its TU; the source hash changed -> the abi TU; the other expressions' TU is a hit
+    assert sorted(c.compiles) == [f"{TINY_KEY}_abi.cu", f"{TINY_KEY}_q0.cu"]
+    assert c.links == [TINY_KEY]
+    assert executed(p.stdout) == {f"ir:{TINY_KEY}", f"tune:{TINY_KEY}", f"emit:{TINY_KEY}",
+                                  f"cc:{TINY_KEY}", f"link:{TINY}"}
+    assert {r: so_state(kit, r) for r in (SHARED1, SHARED2)} == others   # untouched: mtime_ns + bytes
+    assert so_state(kit, TINY)[2] != old_tiny[2]
+    bk.assert_all_current(kit)
+
+
+# --------------------------------------------------------------------------------- emitter version
+def test_emitter_version_bump_reemits_all_recompiles_only_abi(built, monkeypatch, capfd):
+    """EMITTER_VERSION is patched in every codegen module that holds it and the build runs in this
+    process (codegen.cli.run_doit, the graph exps-codegen runs): no test-only knob in the product."""
+    import codegen
+    from codegen.cli import run_doit, status_rows
+    from codegen.emit import read_so_identity
+    from codegen.tasks import Settings
+
+    kit = built
+    src = {k: bk.tree(kit.build / k / "src") for k in (TINY_KEY, SHARED_KEY)}
+    new = codegen.EMITTER_VERSION + "+bump"
+    for name, mod in list(sys.modules.items()):
+        if (name == "codegen" or name.startswith("codegen.")) and hasattr(mod, "EMITTER_VERSION"):
+            monkeypatch.setattr(mod, "EMITTER_VERSION", new)
+    s = Settings(pk=kit.pk, build=kit.build, arch="90", chunk=0, launcher=kit.launcher)
+    capfd.readouterr()
+    assert run_doit(s, ["link"]) == 0
+    out = capfd.readouterr().out
+    ran = executed(out)
+    assert {f"emit:{k}" for k in (TINY_KEY, SHARED_KEY, SKIPPED_KEY)} <= ran     # every source re-emitted
+    c = kit.calls()
+    assert sorted(c.compiles) == [f"{TINY_KEY}_abi.cu", f"{SHARED_KEY}_abi.cu"]  # only changed text
+    assert sorted(c.links) == sorted([TINY_KEY, SHARED_KEY, SHARED_KEY])
+    for k in (TINY_KEY, SHARED_KEY):
+        after = bk.tree(kit.build / k / "src")
+        assert set(after) == set(src[k])
+        for name in after:
+            if name.endswith("_abi.cu"):
+                assert new.encode() in after[name][2] and after[name][2] != src[k][name][2]
+            else:   # same text, not even rewritten (the md5 check downstream stays quiet)
+                assert after[name] == src[k][name], name
+    for r in PLACED:
+        assert read_so_identity(bk.so_path(kit.pk, r))[0] == new
+    assert {r["air"]: r["state"] for r in status_rows(s)} == {**{r: "current" for r in PLACED},
+                                                               SKIPPED: "skipped"}
+    # and once more: a no-op (the lock was released, the state saved)
+    assert run_doit(s, ["link"]) == 0
+    assert not bk.PROGRESS.search(capfd.readouterr().out)
+
+
+# --------------------------------------------------------------------------------- AIR turns skipped
+@pytest.mark.parametrize("how", ["zi_boundary", "broken_expressions", "broken_starkinfo"])
+def test_air_that_must_be_skipped_loses_its_so(built, how):
+    kit = built
+    originals = {s: (kit.pk / (TINY + s)).read_bytes() for s in (".starkinfo.json", ".expressionsinfo.json")}
+    others = {r: so_state(kit, r) for r in (SHARED1, SHARED2)}
+    if how == "zi_boundary":
+        bk.make_zi_boundary_skip(kit.pk, TINY)
+        words = ("boundaries", "firstRow")
+    else:
+        f = kit.pk / (TINY + (".expressionsinfo.json" if how == "broken_expressions" else ".starkinfo.json"))
+        f.write_bytes(f.read_bytes()[: 200])
+        words = (f.name, "invalid JSON")
+    p = kit.doit()
+    assert bk.so_files(kit.pk) == {SHARED1, SHARED2}                  # the old .so is gone
+    assert {r: so_state(kit, r) for r in (SHARED1, SHARED2)} == others  # the others stay built
+    assert kit.calls().compiles == [] and kit.calls().links == []
+    line = next(x for x in p.stdout.splitlines() if x.startswith(TINY))   # the summary row
+    assert " no " in line and all(w in line for w in words), p.stdout
+    assert "2 .so placed, 2 skipped" in p.stdout
+    states, out = kit.status()
+    assert states == {TINY: "skipped", SKIPPED: "skipped", SHARED1: "current", SHARED2: "current"}, out
+    tline = next(x for x in out.splitlines() if x.startswith(TINY))
+    assert all(w in tline for w in words), out
+    # fixed again: Tiny is rebuilt (from the cache) and placed
+    for s, data in originals.items():
+        (kit.pk / (TINY + s)).write_bytes(data)
+    kit.doit()
+    bk.assert_all_current(kit)
+
+
+# --------------------------------------------------------------------------------- emit only
+def test_doit_emit_writes_sources_only(kit):
+    before = bk.tree(kit.pk)
+    p = kit.doit("emit")
+    assert bk.tree(kit.pk) == before
+    assert kit.calls().n == 0
+    assert not any(t.startswith(("cc:", "link:")) for t in executed(p.stdout))
+    for k in (TINY_KEY, SHARED_KEY):
+        assert sorted(x.name for x in (kit.build / k / "src").glob("*.cu")) == kit.tus(k)
+        assert not (kit.build / k / "obj").exists() and not (kit.build / k / "objs.json").exists()
+    assert not (kit.build / "link").exists()
+
+
+def test_emit_never_touches_a_built_key(built):
+    kit = built
+    bk.bump_q_number(kit.pk, TINY)         # Tiny's .so is stale now; emit must still leave it alone
+    before = bk.tree(kit.pk)
+    kit.doit("emit")                                    # same build dir: ir/tune/emit of Tiny re-run
+    kit.doit("emit", build=kit.root / "other")          # a fresh build dir: every ir runs
+    kit.cli("emit", str(kit.pk), *bk.CLI_ARGS, "--keep-dir", str(kit.root / "kept"))
+    assert bk.tree(kit.pk) == before
+    assert kit.calls().n == 0
+    for d in (kit.root / "other", kit.root / "kept"):
+        assert sorted(x.name for x in (d / TINY_KEY / "src").glob("*.cu")) == kit.tus(TINY_KEY)
+        assert not list(d.glob("*/obj"))
+    # the build afterwards replaces the stale .so (cc removes it first, link places the new one)
+    kit.doit()
+    assert sorted(kit.calls().compiles) == [f"{TINY_KEY}_abi.cu", f"{TINY_KEY}_q0.cu"]
+    bk.assert_all_current(kit)
+
+
+# --------------------------------------------------------------------------------- clean
+def test_doit_clean_removes_exactly_what_the_build_made(built):
+    kit = built
+    air_dir = bk.so_path(kit.pk, TINY).parent
+    (air_dir / "notes.txt").write_text("not ours")
+    (air_dir / "Other.exps.so").write_bytes(b"not ours either")    # no AIR of ours places it
+    cache_before = bk.tree(kit.cache)
+    inputs = {k: v for k, v in bk.tree(kit.pk).items() if k[: -len(".exps.so")] not in PLACED}
+    kit.doit("clean")
+    assert bk.tree(kit.pk) == {**inputs}                             # .so gone; JSON + foreign stay
+    assert (air_dir / "notes.txt").exists() and (air_dir / "Other.exps.so").exists()
+    left = sorted(p.name for p in kit.build.rglob("*") if p.is_file())
+    assert all(n.startswith(".doit.db") or n == ".lock" for n in left), left
+    assert bk.tree(kit.cache) == cache_before                        # the object cache is not ours
+    (air_dir / "Other.exps.so").unlink()
+    kit.doit()                                                       # and it builds again
+    assert kit.calls().compiles == []                                # (from the cache)
+    bk.assert_all_current(kit)
+
+
+# --------------------------------------------------------------------------------- parallel
+def test_parallel_build_same_results(ref, tmp_path, monkeypatch):
+    """`doit -n 2` (doit's default process pool), cold cache: the same calls and the same bytes."""
+    kit = bk.new_kit(tmp_path)
+    monkeypatch.setenv("EXPS_CACHE_DIR", str(kit.cache))
+    kit.doit("-n", "2")
+    c, r = kit.calls(), ref.kit.calls()
+    assert sorted(c.compiles) == sorted(r.compiles) and sorted(c.links) == sorted(r.links)
+    assert bk.so_files(kit.pk) == PLACED
+    for rel in PLACED:
+        assert so_state(kit, rel)[2] == so_state(ref.kit, rel)[2], rel
+    bk.assert_all_current(kit)
+    kit.reset_log()
+    p = kit.doit("-n", "2", env={"EXPS_ASSERT_NO_COMPILE": "1"})
+    assert p.stdout == "" and kit.calls().n == 0
+
+
+def test_cli_build_jobs(kit):
+    """`exps-codegen build -j 2` (thread pool) from the warm cache."""
+    kit.cli("build", str(kit.pk), *bk.CLI_ARGS, "--build-dir", str(kit.build), "--launcher", kit.launcher,
+            "-j", "2")
+    c = kit.calls()
+    assert c.compiles == [] and sorted(c.links) == sorted([TINY_KEY, SHARED_KEY, SHARED_KEY])
+    bk.assert_all_current(kit)
+
+
+# --------------------------------------------------------------------------------- embedding
+def test_pipeline_dodo_yields_the_tasks(kit):
+    pipe = kit.root / "pipeline"
+    pipe.mkdir()
+    (pipe / "dodo.py").write_text(textwrap.dedent(f"""\
+        from codegen.tasks import Settings, exps_tasks
+
+        def task_exps():
+            \"\"\"CUDA kernels of the provingKey\"\"\"
+            yield from exps_tasks(Settings(pk={str(kit.pk)!r}, build="build/exps", arch="90", chunk=0,
+                                           launcher={kit.launcher!r}))
+        """))
+    p = bk.run([sys.executable, "-m", "doit"], pipe, kit.env(), 600, kit.root)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert bk.so_files(kit.pk) == PLACED
+    assert (pipe / "build" / "exps" / TINY_KEY / "objs.json").exists()
+    kit.build = pipe / "build" / "exps"
+    bk.assert_all_current(kit)
+    p = bk.run([sys.executable, "-m", "doit"], pipe, kit.env(EXPS_ASSERT_NO_COMPILE=1), 600, kit.root)
+    assert p.returncode == 0, p.stdout + p.stderr
+    lines = p.stdout.split("\n")
+    assert lines[-1] == "" and lines[:-1] and all(x.startswith("-- ") for x in lines[:-1]), p.stdout
+
+
+# --------------------------------------------------------------------------------- status
+def test_status_current_stale_missing_skipped(built):
+    kit = built
+    states, _ = kit.status()
+    assert states == {TINY: "current", SKIPPED: "skipped", SHARED1: "current", SHARED2: "current"}
+    bk.bump_q_number(kit.pk, TINY)                 # edited, not rebuilt
+    bk.so_path(kit.pk, SHARED1).unlink()           # deleted
+    states, out = kit.status()
+    assert states == {TINY: "stale", SKIPPED: "skipped", SHARED1: "missing", SHARED2: "current"}, out
+    assert "1 current, 1 stale, 1 missing, 1 skipped" in out
+    p = kit.cli("status", str(kit.pk), *bk.CLI_ARGS, "--build-dir", str(kit.build), check=False)
+    assert p.returncode == 3     # stale
+    kit.doit()
+    assert sorted(kit.calls().links) == [TINY_KEY, SHARED_KEY]   # Tiny rebuilt, Shared1 re-placed
+    bk.assert_all_current(kit)
+
+
+# --------------------------------------------------------------------------------- original flags
+def test_original_tool_flags(kit):
+    # (a launcher given by a path relative to the working directory: nvcc runs elsewhere)
+    p = kit.cli("--proving-key", str(kit.pk), "--arch", "90", "--chunk", "0", "--stark-src", "/nonexistent",
+                "--launcher", "./launcher.sh")
+    assert len(kit.calls().links) == 3
+    assert "--stark-src is ignored" in p.stderr
+    assert bk.so_files(kit.pk) == PLACED
+    # default build dir: build/exps/<key name>-<hash> under the working directory
+    (default,) = (kit.root / "build" / "exps").iterdir()
+    assert re.fullmatch(r"pk-[0-9a-f]{8}", default.name)
+    kit.build = default
+    bk.assert_all_current(kit)
+
+    before = bk.tree(kit.pk)
+    kit.reset_log()
+    kept = kit.root / "kept"
+    p = kit.cli("--proving-key", str(kit.pk), "--emit-only", "--keep-dir", str(kept), "--arch", "90",
+                "--chunk", "0", "--launcher", kit.launcher)
+    assert bk.tree(kit.pk) == before and kit.calls().n == 0
+    for k in (TINY_KEY, SHARED_KEY):
+        files = bk._load(kept / k / "manifest.json")["files"]
+        assert sorted(x.name for x in (kept / k / "src").glob("*.cu")) == sorted(files)
+    assert not list(kept.glob("*/obj")) and not (kept / "link").exists()
+
+
+def test_settings_launcher_path_is_absolute(tmp_path, monkeypatch):
+    from codegen.tasks import Settings
+    monkeypatch.chdir(tmp_path)
+    assert Settings(launcher="./wrap.sh -q").launcher_argv() == [str(tmp_path / "wrap.sh"), "-q"]
+    assert Settings(launcher="ccache").launcher_argv() == ["ccache"]           # a command on PATH
+    assert Settings(launcher="/opt/x/sccache").launcher_argv() == ["/opt/x/sccache"]
+
+
+# --------------------------------------------------------------------------------- whole sample
+@pytest.mark.slow
+def test_whole_sample_first_build_and_noop(ref, tmp_path, monkeypatch):
+    """All six AIRs (Large: 5,400 Q ops), cold cache, `-n 2`; then a no-op under the compile guard.
+    Q in chunks of 256 ops: Large as one kernel keeps ptxas busy for more than 10 minutes."""
+    kit = bk.new_kit(tmp_path, airs=bk.ALL)
+    kit.chunk = 256
+    monkeypatch.setenv("EXPS_CACHE_DIR", str(kit.cache))
+    p = kit.doit("-n", "2", timeout=1200)
+    print(f"\ncold build of the whole sample (-n 2, chunk 256): {kit.runs[-1]:.1f} s")
+    placed = {bk.TINY, bk.MEDIUM, bk.LARGE, SHARED1, SHARED2}
+    assert bk.so_files(kit.pk) == placed
+    keys = sorted({bk.KEY_OF[r] for r in placed})
+    c = kit.calls()
+    assert sorted(c.compiles) == sorted(t for k in keys for t in kit.tus(k))
+    assert sorted(c.links) == sorted(bk.KEY_OF[r] for r in placed)
+    assert "6 AIRs: 4 kernels generated, 5 .so placed, 1 skipped" in p.stdout
+    bk.assert_all_current(kit, expect_placed=placed)
+    kit.reset_log()
+    p = kit.doit(env={"EXPS_ASSERT_NO_COMPILE": "1"})
+    assert p.stdout == "" and kit.calls().n == 0
+    print(f"no-op rebuild of the whole sample: {kit.runs[-1]:.3f} s")
