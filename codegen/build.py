@@ -243,8 +243,7 @@ def act_link(rel: str, objs_json: str, so_path: str, stamp: str, archs: list[int
         _write_json(Path(stamp), {"format": FORMAT, "air": rel, "skip": o["skip"], "so": None})
         return True
     try:
-        tc.link_shared([Path(x) for x in o["objects"]], so, compile_options(archs), launcher=launcher,
-                       timeout_s=timeout_s)
+        link_cached([Path(x) for x in o["objects"]], so, compile_options(archs), launcher, timeout_s)
     except (tc.CompileError, OSError) as e:   # link_shared leaves no .so behind
         Path(stamp).unlink(missing_ok=True)
         log.error("link of %s failed: %s", rel, _why(e))
@@ -253,6 +252,23 @@ def act_link(rel: str, objs_json: str, so_path: str, stamp: str, archs: list[int
     _write_json(Path(stamp), {"format": FORMAT, "air": rel, "skip": "", "so": str(so),
                               "size": st.st_size, "mtime_ns": st.st_mtime_ns})
     return True
+
+
+def link_cached(objs: list[Path], so: Path, opts: tc.CompileOptions, launcher, timeout_s) -> bool:
+    """Link through the object cache: key = the objects' digests, nvcc version, link flags. A
+    rebuild into an empty build dir with a warm cache then runs no nvcc at all. Returns hit."""
+    cache = ObjectCache()
+    digests = "\n".join(hashlib.sha256(Path(x).read_bytes()).hexdigest() for x in objs)
+    key = cache.key("link\n" + digests, {}, tc.nvcc_version(tc.find_nvcc()).text,
+                    ["-shared", "-cudart", "static", *tc.gencode_flags(opts.archs)], tc.knobs().keyed_env)
+    got = cache.get(key)
+    if got is not None:
+        so.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(so, got[0])
+        return True
+    tc.link_shared(objs, so, opts, launcher=launcher, timeout_s=timeout_s)
+    cache.put(key, so.read_bytes(), {})
+    return False
 
 
 def link_uptodate(stamp: str, so_path: str) -> bool:
