@@ -12,10 +12,10 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .model import ModelError, StarkInfo, load_json, parse_starkinfo
+from .model import ModelError, StarkInfo, load_json, parse_starkinfo, printable
 
 log = logging.getLogger("exps_codegen")
-SAFE_NAME = re.compile(r"^[A-Za-z0-9_.+-]{1,120}$")
+SAFE_NAME = re.compile(r"[A-Za-z0-9_.+-]{1,120}")   # used with fullmatch
 STARKINFO = ".starkinfo.json"
 EXPRS = ".expressionsinfo.json"
 
@@ -31,8 +31,19 @@ def phase_of(air_dir: Path) -> str:
     return leaf
 
 
+KEY_MAX = 200
+
+
 def _c_ident(s: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_]", "_", s)
+    """A C identifier for `s` (kernel keys and syms name C symbols and build files): other characters
+    become `_`, a leading digit gets a `k` prefix, and a name over KEY_MAX characters is cut and
+    suffixed with a digest of the whole (so it stays unique and below NAME_MAX)."""
+    t = re.sub(r"[^A-Za-z0-9_]", "_", s)
+    if not t or t[0].isdigit():
+        t = "k" + t
+    if len(t) > KEY_MAX:
+        t = f"{t[:KEY_MAX - 9]}_{hashlib.sha256(s.encode('utf-8', 'surrogateescape')).hexdigest()[:8]}"
+    return t
 
 
 @dataclass(frozen=True)
@@ -81,7 +92,9 @@ def find_airs(pk: Path) -> list[tuple[Path, str]]:
                 continue
             base = fn[: -len(STARKINFO)]
             sib = d / (base + EXPRS)
-            if not sib.is_file():
+            # regular files only (following links): a FIFO would block the read, a symlink loop
+            # or a dangling link would raise
+            if not ((d / fn).is_file() and sib.is_file()):
                 continue
             real = (d / fn).resolve()
             if not (real.is_relative_to(pk) and sib.resolve().is_relative_to(pk)):
@@ -93,24 +106,26 @@ def find_airs(pk: Path) -> list[tuple[Path, str]]:
 
 def discover(pk: str | Path) -> list[Placement]:
     """All placements of the key with their kernel keys assigned."""
+    if not Path(pk).is_dir():
+        raise FileNotFoundError(f"provingKey directory not found: {printable(pk)}")
     pk = Path(pk).resolve()
-    if not pk.is_dir():
-        raise FileNotFoundError(f"provingKey directory not found: {pk}")
     places = []
     for air_dir, base in find_airs(pk):
         si_path, ex_path = air_dir / (base + STARKINFO), air_dir / (base + EXPRS)
         rel = str((air_dir / base).relative_to(pk))
         phase = phase_of(air_dir)
         err, sym, content = "", _c_ident(f"{phase}_{base}"), ""
-        if not SAFE_NAME.match(base):
+        if not SAFE_NAME.fullmatch(base):       # (match: `$` would accept a trailing newline)
             err = f"{si_path}: file name {base!r} has characters outside [A-Za-z0-9_.+-]"
         else:
             try:
                 si = parse_starkinfo(load_json(si_path), si_path)
-                sym = f"{_c_ident(phase)}_a{si.airgroup_id}_{si.air_id}_b{si.n_bits}_e{si.cexp_id}"
+                sym = _c_ident(f"{phase}_a{si.airgroup_id}_{si.air_id}_b{si.n_bits}_e{si.cexp_id}")
                 content = hashlib.sha256((_si_identity(si) + _file_digest(ex_path)).encode()).hexdigest()
             except ModelError as e:
                 err = str(e)
+            except OSError as e:                  # the expressionsinfo vanished / is unreadable
+                err = f"{printable(ex_path)}: cannot read: {e.strerror or e}"
         places.append(Placement(rel, air_dir, base, phase, sym, si_path, ex_path, content, error=err))
     return assign_keys(places)
 

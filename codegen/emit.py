@@ -197,10 +197,17 @@ def _groups(sizes: list[int], limit: int) -> list[list[int]]:
     return groups
 
 
+#: the kernel key is the one name formatted into C (symbols, file names): a C identifier short
+#: enough that `<key>_abi.cu` & co. stay below NAME_MAX (discover makes keys of <= 209 characters)
+KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,219}")
+
+
 def render(ks: KernelSource, tu_ops: int = TU_OPS) -> dict[str, str]:
     """All translation units of a kernel: `<key>_q<k>.cu`, `<key>_x<k>.cu`, `<key>_abi.cu`."""
     e = env()
     key, ir, pl = ks.key, ks.q, ks.plan
+    if not isinstance(key, str) or not KEY_RE.fullmatch(key):
+        raise ValueError(f"kernel key {key!r:.80} is not a C identifier of at most 220 characters")
     files: dict[str, str] = {}
     chunk_sizes = [b - a for a, b in pl.chunks]
     q_groups = _groups(chunk_sizes, tu_ops)

@@ -23,6 +23,8 @@ _RANK_BY_DIM = {
     "cm": (0, 6), "custom": (0, 6), "tmp": (1, 7), "airvalue": (4, 8), "proofvalue": (5, 10),
 }
 UNSUPPORTED = {"custom": "custom commit", "xDivXSubXi": "xDivXSubXi (FRI)", "x": "x"}
+#: cm stages the kernel ABI can address: exps_launch / exps_launch_expr pass off_cm1..off_cm3 (spec §5)
+CM_STAGES = (1, 2, 3)
 
 
 def rank(o: Operand) -> int:
@@ -139,6 +141,9 @@ class Resolver:
             raise _Refuse(f"{where}: operand {UNSUPPORTED[t]} is not evaluated by the GPU prover")
         if t == "cm":
             p = si.cm_pols[o.id]
+            if p.stage not in CM_STAGES:
+                raise _Refuse(f"{where}: cm {o.id} is in stage {p.stage}; the kernel ABI passes only the "
+                              "stage 1-3 offsets (spec §5)")
             return Leaf("cm", o.dim, stage=p.stage, col=p.stage_pos, shift=o.prime * mult)
         if t == "const":
             return Leaf("const", 1, col=o.id, shift=o.prime * mult)

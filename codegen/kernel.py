@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from .emit import ExprKernel
 from .ir import KernelIR, Resolver, Skip, lower
-from .model import ExpressionsInfo, StarkInfo
+from .model import ExpressionsInfo, StarkInfo, _show, printable
 
 log = logging.getLogger("exps_codegen")
 
@@ -47,11 +47,11 @@ def cover(si: StarkInfo, ei: ExpressionsInfo, cap: int = CAP, expr_cap: int = EX
     cov = Coverage(si)
     exprs = ei.by_id()
     if si.cexp_id not in exprs:
-        cov.air_skip = f"{ei.file}: cExpId {si.cexp_id} is not in expressionsCode"
+        cov.air_skip = f"{printable(ei.file)}: cExpId {si.cexp_id} is not in expressionsCode"
         return cov
     if si.boundaries[:1] != ("everyRow",) or len(si.boundaries) > 1:
-        cov.air_skip = (f"{si.file}: boundaries {list(si.boundaries)}: the GPU prover computes only the "
-                        "everyRow zerofier")
+        cov.air_skip = (f"{printable(si.file)}: boundaries {_show(list(si.boundaries), 120)}: the GPU prover computes "
+                        "only the everyRow zerofier")     # (names are JSON text: shown bounded)
         return cov
     qe = exprs[si.cexp_id]
     if len(qe.code) > cap:
@@ -60,10 +60,10 @@ def cover(si: StarkInfo, ei: ExpressionsInfo, cap: int = CAP, expr_cap: int = EX
     res = Resolver(si)
     q = lower(si, qe, extended=True, resolver=res)
     if isinstance(q, Skip):
-        cov.air_skip = f"{ei.file}: Q: {q.reason}"
+        cov.air_skip = f"{printable(ei.file)}: Q: {q.reason}"
         return cov
     if qe.code[-1].dest.type != "q":
-        cov.air_skip = f"{ei.file}: expressionsCode[{qe.index}]: Q's last op does not write q"
+        cov.air_skip = f"{printable(ei.file)}: expressionsCode[{qe.index}]: Q's last op does not write q"
         return cov
     cov.q = q
     lowered: dict[int, KernelIR] = {}

@@ -8,6 +8,8 @@ validated integers held by these dataclasses.
 from __future__ import annotations
 
 import json
+import re
+import reprlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,12 +24,19 @@ OPERAND_TYPES = (
 MAX_ID = 1 << 31
 
 
+def printable(s: str | Path) -> str:
+    """`s` for a one-line message: as is when printable, else escaped (newlines, NUL, bidi controls,
+    undecodable file-name bytes) so a hostile file name cannot forge log lines or break a print."""
+    s = str(s)
+    return s if s.isprintable() else repr(s)[1:-1]
+
+
 class ModelError(Exception):
     """Bad input: names the file and the JSON path of the offending value."""
 
     def __init__(self, file: str | Path, path: str, msg: str):
         self.file, self.path, self.msg = str(file), path, msg
-        super().__init__(f"{file}: {path or '<root>'}: {msg}")
+        super().__init__(f"{printable(file)}: {path or '<root>'}: {msg}")
 
 
 class _Node:
@@ -44,6 +53,8 @@ class _Node:
     def _sub(self, key: str | int) -> str:
         if isinstance(key, int):
             return f"{self.path}[{key}]"
+        if not _PLAIN_KEY.fullmatch(key):      # a key taken from the data (mapSectionsN): quoted
+            return f"{self.path}[{key[:32]!r}{'...' if len(key) > 32 else ''}]"
         return f"{self.path}.{key}" if self.path else key
 
     def has(self, key: str) -> bool:
@@ -71,7 +82,7 @@ class _Node:
         if isinstance(v, bool) or not isinstance(v, int):
             raise self.err(f"expected an integer, got {_show(v)}")
         if not lo <= v <= hi:
-            raise self.err(f"integer {v} out of range [{lo}, {hi}]")
+            raise self.err(f"integer {_show(v)} out of range [{lo}, {hi}]")
         return v
 
     def str(self) -> str:
@@ -90,7 +101,7 @@ class _Node:
         elif isinstance(v, bool) or not isinstance(v, int):
             raise self.err(f"expected a number literal, got {_show(v)}")
         if not 0 <= v < U64:
-            raise self.err(f"number literal {v} is outside [0, 2^64)")
+            raise self.err(f"number literal {_show(v)} is outside [0, 2^64)")
         return v
 
     def dim(self) -> int:
@@ -100,9 +111,21 @@ class _Node:
         return d
 
 
-def _show(v: Any) -> str:
-    s = repr(v)
-    return s if len(s) <= 60 else s[:57] + "..."
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 2, 60, 60, 60
+
+
+def _show(v: Any, width: int = 60) -> str:
+    """A short one-line rendering of a JSON value for messages: bounded in size and depth, never
+    raising (huge ints, deep nesting), control characters escaped."""
+    if isinstance(v, int) and not isinstance(v, bool) and v.bit_length() > 256:
+        return f"<{v.bit_length()}-bit integer>"
+    try:
+        s = _REPR.repr(v)
+    except (ValueError, RecursionError):        # e.g. an int > 4300 digits inside a list
+        s = f"<{type(v).__name__}>"
+    return s if len(s) <= width else s[: width - 3] + "..."
 
 
 # ----------------------------------------------------------------------------------- starkinfo
@@ -279,7 +302,7 @@ def _operand(n: _Node, si: StarkInfo, is_dest: bool) -> Operand:
     if t in ("cm", "const", "custom"):
         prime = n["prime"].int(-(1 << 20), 1 << 20)
         if prime not in si.opening_points:
-            raise n["prime"].err(f"opening {prime} is not in openingPoints {list(si.opening_points)}")
+            raise n["prime"].err(f"opening {prime} is not in openingPoints {_show(list(si.opening_points), 120)}")
     if t == "cm" and si.cm_pols[oid].dim != dim:
         raise n["dim"].err(f"cm {oid} has dim {si.cm_pols[oid].dim} in cmPolsMap, operand says {dim}")
     if t == "const" and dim != 1:
@@ -354,8 +377,10 @@ def load_json(path: str | Path) -> Any:
         raise ModelError(p, "", f"cannot read: {e.strerror or e}") from None
     try:
         return json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    except (ValueError, UnicodeDecodeError) as e:   # JSONDecodeError; an int of > 4300 digits
         raise ModelError(p, "", f"invalid JSON: {e}") from None
+    except RecursionError:                          # nesting deeper than the parser's stack
+        raise ModelError(p, "", "invalid JSON: nested too deeply") from None
 
 
 def load_air(starkinfo_path: str | Path, expressions_path: str | Path) -> tuple[StarkInfo, ExpressionsInfo]:
