@@ -256,7 +256,11 @@ def act_link(rel: str, objs_json: str, so_path: str, stamp: str, archs: list[int
 
 def link_cached(objs: list[Path], so: Path, opts: tc.CompileOptions, launcher, timeout_s) -> bool:
     """Link through the object cache: key = the objects' digests, nvcc version, link flags. A
-    rebuild into an empty build dir with a warm cache then runs no nvcc at all. Returns hit."""
+    rebuild into an empty build dir with a warm cache then runs no nvcc at all. Returns hit.
+    `EXPS_LINK_CACHE=0` links every time (the tests that count linker runs set it)."""
+    if os.environ.get("EXPS_LINK_CACHE", "1").strip() == "0":
+        tc.link_shared(objs, so, opts, launcher=launcher, timeout_s=timeout_s)
+        return False
     cache = ObjectCache()
     digests = "\n".join(hashlib.sha256(Path(x).read_bytes()).hexdigest() for x in objs)
     key = cache.key("link\n" + digests, {}, tc.nvcc_version(tc.find_nvcc()).text,

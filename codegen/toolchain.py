@@ -106,6 +106,8 @@ def knobs(env: Mapping[str, str] | None = None) -> Knobs:
       (e.g. ``ccache`` or ``sccache``). Not cache-keyed: it must not change the bytes.
     - ``EXPS_CACHE_DIR``: object cache root (default ``~/.cache/exps-codegen``).
     - ``EXPS_CACHE_MAX_BYTES``: object cache size bound, pruned LRU (default 4G; K/M/G suffixes).
+    - ``EXPS_LINK_CACHE=0``: link every `.so` with nvcc instead of reusing a cached link of the
+      same objects (build.link_cached).
     - ``EXPS_ASSERT_NO_COMPILE=1``: any compile or link raises :class:`CompileGuardError`
       (tests use it to prove a no-op build runs no nvcc).
     - ``NVCC_PREPEND_FLAGS`` / ``NVCC_APPEND_FLAGS``: read by nvcc itself; they change the

@@ -22,6 +22,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# these tests count real linker runs: no linked-.so cache here (test_cold_rebuild turns it on)
+os.environ["EXPS_LINK_CACHE"] = "0"
+
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "provingkey-sample"
 DODO = REPO / "dodo.py"
@@ -198,6 +201,7 @@ class Kit:
     def env(self, **extra) -> dict:
         env = {k: v for k, v in os.environ.items() if not k.startswith("EXPS_")}
         env["EXPS_CACHE_DIR"] = str(self.cache)
+        env["EXPS_LINK_CACHE"] = "0"          # count every real link
         env.update({k: str(v) for k, v in extra.items()})
         return env
 

@@ -23,7 +23,7 @@ def _build(pk: Path, build: Path, env: dict) -> subprocess.CompletedProcess:
 
 def test_second_cold_build_runs_no_nvcc(tmp_path):
     pk = copy_key(tmp_path / "pk", (TINY, SKIPPED, SHARED1, SHARED2))
-    env = dict(os.environ, EXPS_CACHE_DIR=str(tmp_path / "cache"))
+    env = dict(os.environ, EXPS_CACHE_DIR=str(tmp_path / "cache"), EXPS_LINK_CACHE="1")
     first = _build(pk, tmp_path / "b1", env)
     assert first.returncode == 0, first.stdout + first.stderr
     sos = sorted(p.relative_to(pk).as_posix() for p in pk.rglob("*.exps.so"))
