@@ -30,7 +30,7 @@ from codegen.build import _stage_sources, chunk_stats, compile_options, compile_
 from codegen.cache import ObjectCache  # noqa: E402
 from codegen.discover import discover, kernels  # noqa: E402
 from codegen.emit import KernelSource, render  # noqa: E402
-from codegen.hostcheck import STEP_FIELDS, stage_cols  # noqa: E402
+from codegen.hostcheck import STEP_FIELDS, ext_offsets  # noqa: E402
 from codegen.kernel import cover  # noqa: E402
 from codegen.model import load_air  # noqa: E402
 from codegen.plan import plan  # noqa: E402
@@ -109,13 +109,7 @@ def main() -> int:
     start, stop = cp.cuda.Event(), cp.cuda.Event()
     for name, entries in by_air.items():
         si, q = entries[0][0][2], entries[0][0][3]
-        cols = stage_cols(si)
-        off, pos = {}, 0
-        for s, c in cols.items():
-            off[s] = pos
-            pos += c * n_ext
-        off_zi = pos
-        pos += n_ext
+        off, off_zi, pos = ext_offsets(si, n_ext)
         aux = gpu_words(cp, pos, 1)
         cst = gpu_words(cp, max(si.n_constants, 1) * n_ext, 2)
         scal = gpu_words(cp, 4096, 3)

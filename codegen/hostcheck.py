@@ -179,14 +179,19 @@ class Buffers:
         return self.steps
 
 
+def ext_offsets(si: StarkInfo, n_ext: int) -> tuple[dict[int, int], int, int]:
+    """aux_trace layout of the extended domain: (offset of each cm stage, offset of zi, end)."""
+    off, pos = {}, 0
+    for s, c in stage_cols(si).items():
+        off[s] = pos
+        pos += c * n_ext
+    return off, pos, pos + n_ext
+
+
 def make_buffers(si: StarkInfo, n_ext: int, n: int, rng) -> Buffers:
     cols = stage_cols(si)
-    off_ext, off_trace, pos = {}, {}, 0
-    for s, c in cols.items():
-        off_ext[s] = pos
-        pos += c * n_ext
-    off_zi = pos
-    pos += n_ext
+    off_ext, off_zi, pos = ext_offsets(si, n_ext)
+    off_trace = {}
     for s, c in cols.items():
         off_trace[s] = pos
         pos += c * n
