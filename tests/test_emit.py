@@ -607,6 +607,22 @@ def test_q_chunk_without_column_reads(tmp_path: Path) -> None:
 
 
 @needs_gxx
+def test_chunked_q_without_scratch(tmp_path: Path) -> None:
+    """Regression (issue #10): a chunked plan where no value crosses a cut (0 scratch slots) once
+    rendered `slots ? scratchElems / (slots * 256) : 512` with a literal 0; g++ -Wdiv-by-zero
+    failed the host build on some hypothesis draws. The branch is now decided from the plan."""
+    ops = (Op("mul", "11", Leaf("cm", 1, stage=1, col=0), Leaf("number", 1, value=5), 1),
+           Op("add", "11", Leaf("cm", 1, stage=1, col=1), Leaf("number", 1, value=3), 1),
+           Op("mul", "11", Leaf("cm", 1, stage=1, col=0), Leaf("zi", 1), 1))
+    ir = KernelIR(9, True, ops)
+    pl = plan(ir, 1)
+    assert (pl.n_chunks, pl.total_slots) == (3, 0)
+    files = render(KernelSource("k", ir, pl, [], HASH))
+    assert "scratchElems / (" not in files["k_abi.cu"]
+    hostcheck.build_host_library(files, tmp_path)
+
+
+@needs_gxx
 def test_medium_sample_builds(tmp_path: Path) -> None:
     hostcheck.build_host_library(render(_ks("Medium")), tmp_path)
 
