@@ -252,25 +252,31 @@ def _expr_json(ei_json: dict, exp_id: int) -> dict:
     return next(e for e in ei_json["expressionsCode"] if e["expId"] == exp_id)
 
 
+#: every (mode, destDim) exps_launch_expr can be called with (ARCHITECTURE.md "Store modes")
+EXPR_CASES = [(mode, dest_dim, dest_expr) for dest_dim in (1, 3) for mode in (0, 1, 2) for dest_expr in (0, 1)]
+
+
 def _check_expr(si, si_json, ei_json, x: ExprKernel, lib, buf: Buffers, n: int, rng, res: CheckResult,
                 mem, steps: int):
-    exp_id, vdim = x.ir.exp_id, x.ir.out_dim
+    """One covered expression: every mode x destDim x dest kind against the oracle's store, with
+    the numerator dim the oracle derives from the raw hintsInfo (not the kernel's `num1`); then a
+    call with N == 0, which must report success and write nothing."""
+    exp_id = x.ir.exp_id
     if not lib.exps_expr_covered(exp_id):
         res.mismatches.append(f"expr {exp_id}: exps_expr_covered says 0")
         return
+    try:
+        num_dim = reference.mul_inv_numerator_dim(ei_json, exp_id)
+    except reference.OracleRefusal as e:
+        res.mismatches.append(f"expr {exp_id}: covered, but the oracle refuses it: {e}")
+        return
     v = reference.eval_expression(si_json, _expr_json(ei_json, exp_id), buf.domain(si, False, n), False)
-    num_dim = 1 if x.num1 else 3
-    cases = []
-    for dest_dim in sorted({vdim, 3}):
-        for mode in (0, 1, 2) if dest_dim == vdim else (0, 1):
-            for dest_expr in (0, 1):
-                cases.append((mode, dest_dim, dest_expr))
-    for mode, dest_dim, dest_expr in cases:
+    for mode, dest_dim, dest_expr in EXPR_CASES:
         stage_pos = int(rng.integers(0, 3)) if not dest_expr else 0
         n_cols = stage_pos + dest_dim + 1
         before = raw_words(rng, (dest_dim, n))
-        if mode == 1 and x.num1 and dest_dim == 3:
-            before[1:] = 0          # what WRITE of the dim-1 numerator left there
+        if mode == 1 and num_dim == 1 and dest_dim == 3 and not dest_expr:
+            before[1:] = 0          # what WRITE of the dim-1 numerator left there (expr: any words)
         if dest_expr:
             buf_dest = before.T.copy().reshape(-1)
         else:
@@ -306,6 +312,14 @@ def _check_expr(si, si_json, ei_json, x: ExprKernel, lib, buf: Buffers, n: int, 
             res.mismatches.append(f"{label}: {_first_diff(got, want)}")
         res.expr_checks += 1
         res.expr_words += got.size
+    # N == 0: nothing to write, and the call must still count as handled (the prover ignores 0)
+    empty = mem.put(np.full(4, POISON, dtype=np.uint64))
+    ok = lib.exps_launch_expr(exp_id, steps, mem.ptr(empty), 0, n, buf.off_trace[1], buf.off_trace[2],
+                              buf.off_trace.get(3, 0), 1, 0, 0, 4, 3, 0, None)
+    mem.sync()
+    if ok != 1 or not np.all(mem.get(empty) == POISON):
+        res.mismatches.append(f"expr {exp_id} N 0: returned {ok}, dest {'untouched' if np.all(mem.get(empty) == POISON) else 'written'}")
+    res.expr_checks += 1
 
 
 def default_ops_per_chunk(n_ops: int) -> int:

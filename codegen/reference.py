@@ -37,7 +37,17 @@ WRITE, MUL_INV, WRITE_INV = 0, 1, 2
 U64_LIMIT = 1 << 64
 
 
-class UnsupportedOperand(ValueError):
+class OracleRefusal(ValueError):
+    """An input the oracle documents it does not evaluate (the only exception the fuzz harness and
+    the host check may treat as "not comparable"; anything else the oracle raises is a defect or a
+    harness bug). Raised for: an operand kind outside :data:`_RANK_BY_DIM` / the reader
+    (:class:`UnsupportedOperand`), a Zi ``boundaryId != 0``, a step op other than add/sub/mul/copy,
+    a tmp read before it is written, an operand whose JSON dim disagrees with the starkinfo, a
+    ``number`` that is not a u64 literal, a read past the end of a scalar buffer, and a denominator
+    paired in ``hintsInfo`` with numerators of both dims (:func:`mul_inv_numerator_dim`)."""
+
+
+class UnsupportedOperand(OracleRefusal):
     """An operand kind the oracle (like the generator) does not evaluate."""
 
 
@@ -97,7 +107,7 @@ def bin_order(step: Json) -> BinStep:
         a = src[0]
         return BinStep(OPS_11 if a["dim"] == 1 else OPS_33, COPY, a, None, False)
     if op not in _ARITH_OF_OP or len(src) != 2:
-        raise ValueError(f"unsupported step op={op!r} with {len(src)} sources")
+        raise OracleRefusal(f"unsupported step op={op!r} with {len(src)} sources")
     a, b = src
     da, db = a["dim"], b["dim"]
     swap = db > da if da != db else operand_rank(a) > operand_rank(b)
@@ -109,7 +119,7 @@ def bin_order(step: Json) -> BinStep:
             arith = ARITH_SUB_SWAP
     kind = {(1, 1): OPS_11, (3, 1): OPS_31, (3, 3): OPS_33}.get((da, db))
     if kind is None:
-        raise ValueError(f"operand dims ({da}, {db}) after swap")
+        raise OracleRefusal(f"operand dims ({da}, {db}) after swap")
     return BinStep(kind, arith, a, b, swap)
 
 
@@ -158,7 +168,7 @@ def _stage_position(values_map: list[Json], i: int) -> int:
 
 def _const_vec(values: np.ndarray, start: int, dim: int, what: str) -> Value:
     if start + dim > len(values):
-        raise IndexError(f"{what}: reads [{start}, {start + dim}) of {len(values)} values")
+        raise OracleRefusal(f"{what}: reads [{start}, {start + dim}) of {len(values)} values")
     return tuple(np.asarray(values[start + d: start + d + 1], dtype=np.uint64) for d in range(dim))
 
 
@@ -191,12 +201,12 @@ class _Reader:
         t, dim = o["type"], o["dim"]
         if t == "tmp":
             if o["id"] not in self.tmps:
-                raise ValueError(f"tmp {o['id']} read before it is written")
+                raise OracleRefusal(f"tmp {o['id']} read before it is written")
             value = self.tmps[o["id"]]
         elif t == "cm":
             pol = self.si["cmPolsMap"][o["id"]]
             if pol["dim"] != dim:
-                raise ValueError(f"cm {o['id']}: JSON dim {dim} != cmPolsMap dim {pol['dim']}")
+                raise OracleRefusal(f"cm {o['id']}: JSON dim {dim} != cmPolsMap dim {pol['dim']}")
             value = tuple(self._column("cm", pol["stage"], pol["stagePos"] + d, o["prime"])
                           for d in range(dim))
         elif t == "const":
@@ -213,7 +223,7 @@ class _Reader:
         elif t == "number":
             v = int(o["value"])
             if not 0 <= v < U64_LIMIT:
-                raise ValueError(f"number {o['value']} is not a u64 literal")
+                raise OracleRefusal(f"number {o['value']} is not a u64 literal")
             value = (np.array([v], dtype=np.uint64),)
         elif t == "public":
             value = _const_vec(self.data.publics, o["id"], 1, "public")
@@ -226,7 +236,7 @@ class _Reader:
         else:
             raise UnsupportedOperand(f"operand type {t!r} is not evaluated by the oracle")
         if len(value) != dim:
-            raise ValueError(f"{t} {o.get('id')}: JSON dim {dim}, loaded {len(value)} components")
+            raise OracleRefusal(f"{t} {o.get('id')}: JSON dim {dim}, loaded {len(value)} components")
         return value
 
     def _stage_value(self, o: Json) -> Value:
@@ -265,7 +275,7 @@ def eval_expression(starkinfo: Json, expr: Json, data: DomainData, extended: boo
             result = apply_op(bs.ops_kind, bs.arith, reader.load(bs.a), reader.load(bs.b))
         dest = step["dest"]
         if dest["dim"] != len(result):
-            raise ValueError(f"expression {expr.get('expId')} step {k}: dest dim {dest['dim']}, "
+            raise OracleRefusal(f"expression {expr.get('expId')} step {k}: dest dim {dest['dim']}, "
                              f"computed {len(result)}")
         if dest["type"] == "tmp":
             reader.tmps[dest["id"]] = result
@@ -304,26 +314,79 @@ def _inverse(v: np.ndarray) -> Value:
     raise ValueError(f"value dim {v.shape[0]} not in (1, 3)")
 
 
+#: hintsInfo field pairs the prover evaluates as ``numerator * denominator^-1`` (im_col/im_airval:
+#: numerator/denominator; gsum_col/gprod_col: *_air and *_direct; ARCHITECTURE.md "Store modes").
+PAIR_FIELDS = (("numerator", "denominator"), ("numerator_air", "denominator_air"),
+               ("numerator_direct", "denominator_direct"))
+
+
+def _bin_dest_dim(expr: Json) -> int:
+    """The ``.bin`` destDim of an expression: the dim of its last step's dest (spec §2.1)."""
+    return int(expr["code"][-1]["dest"]["dim"])
+
+
+def numerator_dims(expressionsinfo: Json) -> dict[int, set[int]]:
+    """Denominator expId -> the dims of the ``tmp`` numerators ``hintsInfo`` pairs it with.
+
+    Read from the raw JSON (spec §4.1, §4.3): a hint field with exactly one value is a param; a
+    pair whose denominator is ``tmp`` and numerator is ``tmp`` is the WRITE + MUL_INV launch, and the
+    numerator's dim is the bin destDim of its expression (``addParams(id, destDim)``), or the hint
+    value's own ``dim`` when the expression has no code. Number numerators (WRITE_INV) and column
+    numerators (interpreter only) never reach MUL_INV.
+    """
+    dims = {e["expId"]: _bin_dest_dim(e) for e in expressionsinfo.get("expressionsCode", []) if e.get("code")}
+    out: dict[int, set[int]] = {}
+    for hint in expressionsinfo.get("hintsInfo", []):
+        fields = {f["name"]: f["values"] for f in hint.get("fields", [])}
+        for num_name, den_name in PAIR_FIELDS:
+            num, den = fields.get(num_name), fields.get(den_name)
+            if not num or not den or len(num) != 1 or len(den) != 1:
+                continue
+            n, d = num[0], den[0]
+            if n.get("op") == "tmp" and d.get("op") == "tmp":
+                out.setdefault(int(d["id"]), set()).add(int(dims.get(n["id"], n.get("dim", 1))))
+    return out
+
+
+def mul_inv_numerator_dim(expressionsinfo: Json, exp_id: int) -> int:
+    """The numerator dim MUL_INV of ``exp_id`` must assume: 1 if every tmp numerator paired with it
+    is dim 1, else 3 (also when it is no denominator at all). Refuses (:class:`OracleRefusal`) a
+    denominator paired with numerators of both dims: one kernel cannot serve both."""
+    dims = numerator_dims(expressionsinfo).get(exp_id, set())
+    if dims == {1, 3}:
+        raise OracleRefusal(f"expression {exp_id} is the denominator of numerators of both dims 1 and 3")
+    return 1 if dims == {1} else 3
+
+
 def store(mode: int, v: np.ndarray, dest: np.ndarray, scalar: int,
           numerator_dim: int) -> np.ndarray:
-    """The generated fast path's store modes (spec §4.3, ARCHITECTURE.md "Store modes").
+    """What the prover's interpreter leaves in the destination for one fast-path launch (spec §4.2,
+    §4.3; ARCHITECTURE.md "Store modes"), for every (mode, destDim, vdim) the ABI can be called with.
 
     ``v``: the expression value ``(vdim, N)``; ``dest``: current destination ``(destDim, N)``
-    (read by MUL_INV); ``scalar``: raw u64 numerator of WRITE_INV; ``numerator_dim``: dim of the
-    numerator paired with this denominator (MUL_INV, destDim 3, vdim 3 only: 1 → ``u_i * dest0``
-    as the interpreter does, 3 → ``mul33(dest, u)``). Returns a new ``(destDim, N)`` array.
+    (read by MUL_INV: what WRITE of the numerator left there); ``scalar``: raw u64 numerator of
+    WRITE_INV; ``numerator_dim``: dim of the numerator paired with this denominator (MUL_INV,
+    destDim 3, vdim 3 only: 1 -> ``u_i * dest0`` as the interpreter does, 3 -> ``mul33(dest, u)``).
+
+    destDim 1 keeps component 0 only (the interpreter stores ``dest.dim`` components), whatever
+    vdim. Components 1, 2 of a dim-1 value are 0 where destDim 3 needs them (WRITE, WRITE_INV): the
+    interpreter would store stale slot words there; the prover never asks for it (its ``dest.dim``
+    is the max of the params' dims). Returns a new ``(destDim, N)`` array.
     """
     v = np.asarray(v, dtype=np.uint64)
     dest = np.asarray(dest, dtype=np.uint64)
     vdim, ddim = v.shape[0], dest.shape[0]
-    if vdim not in (1, 3) or ddim not in (1, 3) or vdim > ddim:
+    if vdim not in (1, 3) or ddim not in (1, 3):
         raise ValueError(f"store: value dim {vdim} into dest dim {ddim}")
     out = np.zeros_like(dest)
     if mode == WRITE:
-        out[:vdim] = v
+        k = min(vdim, ddim)
+        out[:k] = v[:k]
         return out
+    if mode not in (MUL_INV, WRITE_INV):
+        raise ValueError(f"store: unknown mode {mode}")
+    u = _inverse(v)
     if mode == MUL_INV:
-        u = _inverse(v)
         if ddim == 1:
             out[0] = gl64.mul(dest[0], u[0])
         elif vdim == 1:
@@ -335,11 +398,11 @@ def store(mode: int, v: np.ndarray, dest: np.ndarray, scalar: int,
         else:
             raise ValueError(f"store: numerator_dim {numerator_dim} not in (1, 3)")
         return out
-    if mode == WRITE_INV:
-        if vdim != ddim:  # interpreter: dest.dim = the tmp param's dim (a number never raises it)
-            raise ValueError(f"store WRITE_INV: value dim {vdim} != dest dim {ddim}")
-        u = _inverse(v)
-        s = np.array([scalar], dtype=np.uint64)
-        out[:] = gl64.mul31(u, s) if ddim == 3 else (gl64.mul(s, u[0]),)
-        return out
-    raise ValueError(f"store: unknown mode {mode}")
+    # WRITE_INV: the number param is dim 1 (spec §4.1): destDim 1 -> scalar * u0, else u_i * scalar
+    s = np.array([scalar], dtype=np.uint64)
+    if ddim == 1:
+        out[0] = gl64.mul(s, u[0])
+    else:
+        zero = np.zeros_like(u[0])
+        out[:] = gl64.mul31(u if vdim == 3 else (u[0], zero, zero), s)
+    return out

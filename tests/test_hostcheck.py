@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from codegen import emit, hostcheck
+from codegen import emit, hostcheck, reference
 from codegen.ir import Leaf
 from codegen.discover import discover
 from codegen.emit import render
-from codegen.hostcheck import EDGE, EPS, P, CheckResult, check_air, check_kernel, raw_words
+from codegen.hostcheck import EDGE, EPS, P, POISON, CheckResult, check_air, check_kernel, raw_words
 from codegen.kernel import cover
 from codegen.model import load_air, parse_expressionsinfo, parse_starkinfo
 
@@ -46,10 +46,10 @@ def _expected_counts(si, cov) -> tuple[int, int, int]:
     n = min(max(1 << si.n_bits, 64), 1 << 13)
     chunked = len(cov.q.ops) > 512                     # default_ops_per_chunk: 256 above 512 ops
     q_words = 3 * n_ext * (2 if chunked else 1)        # ample and tight scratch when chunked
-    # per expression: vdim 3 -> destDim 3 x {WRITE, MUL_INV, WRITE_INV} x {col, expr};
-    # vdim 1 -> destDim 1 x 3 modes x 2 + destDim 3 x {WRITE, MUL_INV} x 2
-    checks = sum(6 if x.ir.out_dim == 3 else 10 for x in cov.exprs)
-    words = 18 * n * len(cov.exprs)                    # 6 x 3n (vdim 3) or 6n + 4 x 3n (vdim 1)
+    # per expression: destDim {1, 3} x {WRITE, MUL_INV, WRITE_INV} x {col, expr}, whatever vdim,
+    # plus one N == 0 call
+    checks = 13 * len(cov.exprs)
+    words = 24 * n * len(cov.exprs)                    # 6 x n (destDim 1) + 6 x 3n (destDim 3)
     return q_words, checks, words
 
 
@@ -164,7 +164,7 @@ def _neg_setup(opc: int = 0):
 def test_uncorrupted_control() -> None:
     si, ks, files = _neg_setup()
     res = _check_text(files, si, SI, EI, ks)
-    assert res.mismatches == [] and res.q_words == 3 * 1024 and res.expr_checks == 10
+    assert res.mismatches == [] and res.q_words == 3 * 1024 and res.expr_checks == 13
 
 
 def test_swapped_add_operands_are_detected() -> None:
@@ -198,9 +198,8 @@ def test_corrupted_expression_is_detected_in_every_mode() -> None:
     assert x.count("gl_sub(") == 1
     res = _check_text({**files, "neg_x0.cu": x.replace("gl_sub(", "gl_add(")}, si, SI, EI, ks)
     labels = sorted(m.split(":")[0] for m in res.mismatches)
-    assert labels == sorted(f"expr 2 {m} destDim {d} {w}" for d, modes in ((1, ("WRITE", "MUL_INV", "WRITE_INV")),
-                                                                       (3, ("WRITE", "MUL_INV")))
-                            for m in modes for w in ("col", "expr"))
+    assert labels == sorted(f"expr 2 {m} destDim {d} {w}" for d in (1, 3) for m in ("WRITE", "MUL_INV", "WRITE_INV")
+                            for w in ("col", "expr"))
 
 
 def test_corrupted_scratch_slot_is_detected() -> None:
@@ -293,3 +292,111 @@ def test_default_ops_per_chunk() -> None:
 
 def test_check_result_ok() -> None:
     assert CheckResult().ok and not CheckResult(mismatches=["x"]).ok
+
+
+# ==================================================== the oracle owns the numerator dim (issue 11)
+def _medium():
+    [p] = [p for p in discover(SAMPLE) if p.base == "Medium"]
+    si, ei = load_air(p.starkinfo, p.expressions)
+    return p, si, cover(si, ei), json.loads(p.starkinfo.read_text()), json.loads(p.expressions.read_text())
+
+
+def test_sample_has_both_numerator_dims() -> None:
+    """Medium pairs dim-3 denominators with dim-1 and dim-3 numerators: the mutation below bites."""
+    _, _, cov, _, ei_json = _medium()
+    num = reference.numerator_dims(ei_json)
+    dim3 = [x.ir.exp_id for x in cov.exprs if x.ir.out_dim == 3]
+    assert sorted(e for e in dim3 if num.get(e) == {1}) == sorted(x.ir.exp_id for x in cov.exprs if x.num1)
+    assert any(num.get(e) == {1} for e in dim3) and any(num.get(e) == {3} for e in dim3)
+
+
+def test_flipped_num1_is_detected() -> None:
+    """`num1` flipped on every dim-3 expression of Medium (the kernel's own, from kernel.cover):
+    the host check takes the numerator dim from the oracle, so every MUL_INV destDim 3 of those
+    expressions fails (with the old check, which passed x.num1 to the oracle, this passed)."""
+    p, si, cov, si_json, ei_json = _medium()
+    flipped = [emit.ExprKernel(x.ir, not x.num1) if x.ir.out_dim == 3 else x for x in cov.exprs]
+    ks = hostcheck.kernel_source(p.key, cov)
+    ks = emit.KernelSource(ks.key, ks.q, ks.plan, flipped, ks.source_hash)
+    res = _check_text(render(ks), si, si_json, ei_json, ks)
+    dim3 = sorted(x.ir.exp_id for x in cov.exprs if x.ir.out_dim == 3)
+    assert len(dim3) >= 4
+    assert sorted(m.split(":")[0] for m in res.mismatches) == sorted(
+        f"expr {e} MUL_INV destDim 3 {w}" for e in dim3 for w in ("col", "expr"))
+
+
+def test_flipped_num1_in_rendered_text_is_detected() -> None:
+    """The same mutation made in the rendered text (`exps_store(..., vdim, num1, ...)`)."""
+    p, si, cov, si_json, ei_json = _medium()
+    ks = hostcheck.kernel_source(p.key, cov)
+    files = render(ks)
+    [name] = [k for k in files if "_x" in k]
+    one = [x for x in cov.exprs if x.num1][0].ir.exp_id
+    call = f"exps_store(dest, row, {p.key}_x_e{one}(X, row), 3, 1, mode,"
+    assert files[name].count(call) == 2          # device kernel and host loop
+    res = _check_text({**files, name: files[name].replace(call, call.replace(", 3, 1, ", ", 3, 0, "))},
+                      si, si_json, ei_json, ks)
+    assert sorted(m.split(":")[0] for m in res.mismatches) == [f"expr {one} MUL_INV destDim 3 col",
+                                                               f"expr {one} MUL_INV destDim 3 expr"]
+
+
+# ============================ exps_launch_expr: every mode x destDim x vdim x numerator dim (issue 11)
+ESI = {
+    "name": "Enum", "airgroupId": 0, "airId": 0, "nStages": 2, "starkStruct": {"nBits": 3, "nBitsExt": 4},
+    "cmPolsMap": [{"stage": 1, "dim": 1, "stagePos": 0}, {"stage": 1, "dim": 1, "stagePos": 1},
+                  {"stage": 2, "dim": 3, "stagePos": 0}],
+    "mapSectionsN": {"const": 0, "cm1": 2, "cm2": 3, "cm3": 0}, "openingPoints": [0, 1],
+    "boundaries": [{"name": "everyRow"}], "nConstants": 0, "nPublics": 0, "challengesMap": [], "evMap": [],
+    "cExpId": 1, "qDim": 1,
+}
+C2 = {"type": "cm", "id": 2, "prime": 0, "dim": 3}
+
+
+def _e(exp_id: int, op: str, dim: int, a: dict, b: dict) -> dict:
+    return {"expId": exp_id, "code": [{"op": op, "dest": {"type": "tmp", "id": 0, "dim": dim}, "src": [a, b]}]}
+
+
+def _pair(num: int, den: int) -> dict:
+    return {"name": "im_col", "fields": [
+        {"name": "numerator", "values": [{"op": "tmp", "id": num, "dim": 3, "pos": []}]},
+        {"name": "denominator", "values": [{"op": "tmp", "id": den, "dim": 3, "pos": []}]}]}
+
+
+#: expId -> (vdim, numerator dims in hintsInfo); 9 pairs with both dims: not covered
+ENUM = {2: (1, {1}), 3: (1, {3}), 4: (1, set()), 5: (3, set()), 6: (3, {1}), 7: (3, {3}), 8: (3, {3}), 9: (3, {1, 3})}
+EEI = {"expressionsCode": [EI["expressionsCode"][0],
+                           _e(2, "sub", 1, CM0, CM1), _e(3, "mul", 1, CM1, CM0), _e(4, "add", 1, CM0, CM0),
+                           _e(5, "add", 3, C2, CM1), _e(6, "mul", 3, C2, CM0), _e(7, "sub", 3, CM1, C2),
+                           _e(8, "mul", 3, C2, C2), _e(9, "add", 3, C2, C2)],
+       "hintsInfo": [_pair(4, 2), _pair(5, 3), _pair(2, 6), _pair(7, 7), _pair(5, 8), _pair(4, 9), _pair(8, 9)]}
+
+
+def test_launch_expr_every_shape() -> None:
+    """mode x destDim x vdim x numerator dim (x col / expr dest) through the host build, each
+    compared with the oracle's store; N == 0 reports success and writes nothing; only calls the
+    prover cannot make return 0. (The old launcher returned 0 for destDim < vdim, for WRITE_INV
+    with destDim != vdim and for N == 0: a covered expression left unwritten.)"""
+    si = parse_starkinfo(ESI, "enum.starkinfo.json")
+    ei = parse_expressionsinfo(EEI, "enum.expressionsinfo.json", si)
+    cov = cover(si, ei)
+    assert {x.ir.exp_id: (x.ir.out_dim, x.num1) for x in cov.exprs} == {
+        2: (1, False), 3: (1, False), 4: (1, False), 5: (3, False), 6: (3, True), 7: (3, False), 8: (3, False)}
+    assert [(s.exp_id, s.reason) for s in cov.skipped_exprs] == [
+        (9, "denominator of numerators of both dims 1 and 3")]
+    for e, (vdim, dims) in ENUM.items():
+        assert reference.numerator_dims(EEI).get(e, set()) == dims
+    ks = hostcheck.kernel_source("enum", cov, 0)
+    with tempfile.TemporaryDirectory(prefix="exps-enum-") as d:
+        lib = hostcheck._load(hostcheck.build_host_library(render(ks), Path(d)))
+        res = check_kernel(si, ESI, EEI, ks, lib, seed=5)
+        assert res.mismatches == []
+        assert res.expr_checks == 7 * (len(hostcheck.EXPR_CASES) + 1) == 7 * 13
+        assert {(m, dd) for m, dd, _ in hostcheck.EXPR_CASES} == {(m, dd) for m in (0, 1, 2) for dd in (1, 3)}
+        assert res.expr_words == 7 * 24 * 64
+        # calls no prover makes: unknown mode, destDim 2, an uncovered or unknown expression
+        buf = np.full(3 * 64, POISON, dtype=np.uint64)
+        for exp_id, mode, ddim in ((2, 3, 1), (6, 1, 2), (6, 0, 0), (9, 0, 3), (1, 0, 3), (77, 0, 1)):
+            assert lib.exps_launch_expr(exp_id, None, buf.ctypes.data, 64, 64, 0, 0, 0, mode, 0, 0, 3, ddim, 0,
+                                        None) == 0
+        assert np.all(buf == POISON)
+        assert [lib.exps_expr_covered(e) for e in range(1, 10)] == [0, 1, 1, 1, 1, 1, 1, 1, 0]

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from codegen import gl64
+from codegen import gl64, reference
 from codegen.binfile import BinExpression, buffer_commit_size, read_bin
 from codegen.gl64 import EPS, P
 from codegen.reference import (ARITH_SUB_SWAP, MUL_INV, OPS_31, WRITE, WRITE_INV, DomainData,
@@ -178,8 +178,12 @@ def test_store_write() -> None:
         [[5, P + 1], [0, 0], [0, 0]]
     v3 = u([[1, 2], [3, 4], [5, 6]])
     assert store(WRITE, v3, np.zeros((3, 2), dtype=np.uint64), 0, 3).tolist() == v3.tolist()
+    # destDim 1 < vdim 3: the interpreter stores dest.dim = 1 component
+    assert store(WRITE, v3, np.full((1, 2), 99, dtype=np.uint64), 0, 3).tolist() == [[1, 2]]
     with pytest.raises(ValueError):
-        store(WRITE, v3, np.zeros((1, 2), dtype=np.uint64), 0, 3)
+        store(WRITE, v3, np.zeros((2, 2), dtype=np.uint64), 0, 3)
+    with pytest.raises(ValueError):
+        store(7, v3, np.zeros((3, 2), dtype=np.uint64), 0, 3)
 
 
 def test_store_mul_inv_dim1() -> None:
@@ -217,8 +221,64 @@ def test_store_write_inv() -> None:
     out = store(WRITE_INV, u([[2], [0], [0]]), np.zeros((3, 1), dtype=np.uint64), 7, 1)
     assert [int(x) for x in out[:, 0]] == [gl64.s_mul(c, 7) for c in gl64.s_inv3((2, 0, 0))]
     assert [int(x) for x in out[:, 0]] == [(P + 7) // 2, P, P]   # u = (inv 2, p, p); p*7 → p
-    with pytest.raises(ValueError):
-        store(WRITE_INV, u([[2]]), np.zeros((3, 1), dtype=np.uint64), 7, 1)
+    # destDim 3 > vdim 1: (scalar * inv v, 0, 0) (the number param has no components 1, 2)
+    assert store(WRITE_INV, u([[2, 0]]), np.full((3, 2), 9, dtype=np.uint64), 7, 1).tolist() == \
+        [[(P + 7) // 2, 0], [0, 0], [0, 0]]
+    # destDim 1 < vdim 3: component 0 of scalar * inv3(v)
+    out = store(WRITE_INV, u([[2], [0], [0]]), np.zeros((1, 1), dtype=np.uint64), 7, 1)
+    assert out.tolist() == [[(P + 7) // 2]]
+
+
+def test_store_mul_inv_dest1_value3() -> None:
+    """destDim 1 < vdim 3: dest0 * (inv3 v)_0, as the interpreter's dim-1 combine."""
+    inv_v = gl64.s_inv3((1, 2, 3))
+    out = store(MUL_INV, u([[1], [2], [3]]), u([[5]]), 0, 3)
+    assert out.tolist() == [[gl64.s_mul(5, inv_v[0])]]
+    assert store(MUL_INV, u([[1], [2], [3]]), u([[5]]), 0, 1).tolist() == out.tolist()
+
+
+def _hint(name: str, **fields) -> dict:
+    return {"name": name, "fields": [{"name": k, "values": v} for k, v in fields.items()]}
+
+
+def _hv(op: str, i: int = 0, dim: int = 1) -> list[dict]:
+    return [{"op": op, "id": i, "dim": dim, "pos": []}] if op != "number" else [{"op": op, "value": "3", "pos": []}]
+
+
+def _code(exp_id: int, dim: int) -> dict:
+    return {"expId": exp_id, "code": [step("add", tmp(0, dim), leaf("cm", 0, dim), leaf("cm", 0, dim))]}
+
+
+def test_numerator_dims_from_hints() -> None:
+    """Read from the raw hintsInfo: the numerator's dim is its expression's last dest dim (the
+    hint value's own dim only when the expression has no code)."""
+    ei = {"expressionsCode": [_code(1, 1), _code(2, 3), _code(3, 3), _code(4, 3), _code(5, 3), _code(6, 3)],
+          "hintsInfo": [
+              _hint("im_col", reference=_hv("cm"), numerator=_hv("tmp", 1, dim=3), denominator=_hv("tmp", 2, 3)),
+              _hint("im_col", numerator=_hv("tmp", 4, 3), denominator=_hv("tmp", 3, 3)),
+              _hint("im_col", numerator=_hv("tmp", 1, 1), denominator=_hv("tmp", 5, 3)),
+              _hint("im_col", numerator=_hv("tmp", 4, 3), denominator=_hv("tmp", 5, 3)),
+              _hint("im_col", numerator=_hv("number"), denominator=_hv("tmp", 6, 3)),
+              _hint("im_col", numerator=_hv("cm", 0, 1), denominator=_hv("tmp", 6, 3)),
+              _hint("gsum_col", numerator_air=_hv("tmp", 99, 1), denominator_air=_hv("tmp", 4, 3)),
+              _hint("gprod_col", numerator=_hv("tmp", 1) + _hv("tmp", 1), denominator=_hv("tmp", 6, 3)),
+          ]}
+    assert reference.numerator_dims(ei) == {2: {1}, 3: {3}, 5: {1, 3}, 4: {1}}
+    assert [reference.mul_inv_numerator_dim(ei, i) for i in (1, 2, 3, 4, 6)] == [3, 1, 3, 1, 3]
+    with pytest.raises(reference.OracleRefusal, match="both dims"):
+        reference.mul_inv_numerator_dim(ei, 5)
+    assert reference.numerator_dims({"expressionsCode": []}) == {}
+
+
+def test_refusals_are_oracle_refusals() -> None:
+    d = data(4, cm1=[[1, 2, 3, 4]])
+    for code in ([step("div", tmp(0), cm(0), cm(0))],
+                 [step("add", tmp(0), tmp(5), cm(0))],
+                 [step("add", tmp(0), num(1 << 64), cm(0))],
+                 [step("add", tmp(0, 3), cm(0), cm(0))]):
+        with pytest.raises(reference.OracleRefusal):
+            run(code, d)
+    assert issubclass(reference.UnsupportedOperand, reference.OracleRefusal)
 
 
 # --- bin-driven scalar interpreter vs the oracle on real keys (spec §8) --------------------------
