@@ -329,6 +329,10 @@ def _hint_value(n: _Node) -> tuple[str, int, int]:
     return (op[:16], 0, n.get("dim", 1).dim() if n.has("dim") else 1)
 
 
+HINT_PAIR_FIELDS = ("numerator", "denominator", "numerator_air", "denominator_air", "numerator_direct",
+                    "denominator_direct")
+
+
 def _hints(root: _Node) -> tuple[HintPair, ...]:
     out = []
     for h in root.get("hintsInfo", []).items():
@@ -337,10 +341,12 @@ def _hints(root: _Node) -> tuple[HintPair, ...]:
         for f in h.get("fields", []).items():
             fname = f["name"].str()
             vals = f["values"].items()
-            if fname in ("numerator", "denominator") and len(vals) == 1:
+            if fname in HINT_PAIR_FIELDS and len(vals) == 1:
                 fields[fname] = _hint_value(vals[0])
-        if "numerator" in fields and "denominator" in fields:
-            out.append(HintPair(name[:64], fields["numerator"], fields["denominator"]))
+        for num, den in (("numerator", "denominator"), ("numerator_air", "denominator_air"),
+                         ("numerator_direct", "denominator_direct")):    # the prover's pair launches
+            if num in fields and den in fields:
+                out.append(HintPair(name[:64], fields[num], fields[den]))
     return tuple(out)
 
 

@@ -356,10 +356,10 @@ def _e(exp_id: int, op: str, dim: int, a: dict, b: dict) -> dict:
     return {"expId": exp_id, "code": [{"op": op, "dest": {"type": "tmp", "id": 0, "dim": dim}, "src": [a, b]}]}
 
 
-def _pair(num: int, den: int) -> dict:
-    return {"name": "im_col", "fields": [
-        {"name": "numerator", "values": [{"op": "tmp", "id": num, "dim": 3, "pos": []}]},
-        {"name": "denominator", "values": [{"op": "tmp", "id": den, "dim": 3, "pos": []}]}]}
+def _pair(num: int, den: int, name: str = "im_col", suffix: str = "") -> dict:
+    return {"name": name, "fields": [
+        {"name": "numerator" + suffix, "values": [{"op": "tmp", "id": num, "dim": 3, "pos": []}]},
+        {"name": "denominator" + suffix, "values": [{"op": "tmp", "id": den, "dim": 3, "pos": []}]}]}
 
 
 #: expId -> (vdim, numerator dims in hintsInfo); 9 pairs with both dims: not covered
@@ -368,7 +368,8 @@ EEI = {"expressionsCode": [EI["expressionsCode"][0],
                            _e(2, "sub", 1, CM0, CM1), _e(3, "mul", 1, CM1, CM0), _e(4, "add", 1, CM0, CM0),
                            _e(5, "add", 3, C2, CM1), _e(6, "mul", 3, C2, CM0), _e(7, "sub", 3, CM1, C2),
                            _e(8, "mul", 3, C2, C2), _e(9, "add", 3, C2, C2)],
-       "hintsInfo": [_pair(4, 2), _pair(5, 3), _pair(2, 6), _pair(7, 7), _pair(5, 8), _pair(4, 9), _pair(8, 9)]}
+       "hintsInfo": [_pair(4, 2), _pair(5, 3), _pair(2, 6, "gsum_col", "_air"), _pair(7, 7), _pair(5, 8, "gprod_col", "_direct"),
+                     _pair(4, 9), _pair(8, 9)]}
 
 
 def test_launch_expr_every_shape() -> None:
