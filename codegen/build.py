@@ -1,8 +1,8 @@
 """The actions of the build stages (ir, tune, emit, cc, link): plain module-level functions with
 plain arguments, run by doit tasks (tasks.py) or directly. Each reads and writes files only in the
-kernel's build dir, except `cc`, which first removes the kernel's (now stale) `.so` files, and
-`link`, which places (or removes) the AIR's `.so`. `ir`, `tune` and `emit` never touch the
-provingKey: they also run for `doit emit`.
+kernel's build dir, except `ir` and `cc`, which first remove the kernel's (now stale) `.so` files,
+and `link`, which places (or removes) the AIR's `.so`. For `doit emit`, `ir` runs with
+`remove_stale=False`: `ir`, `tune` and `emit` then never touch the provingKey.
 
 Build dir layout, per kernel key:
     <build>/<key>/ir.json        coverage: Q IR, covered expressions, skips (or the AIR's skip)
@@ -50,27 +50,71 @@ def read_json(path: Path):
 
 
 def remove_so(so_paths: list[str]) -> None:
+    """Remove the `.so` files (absent is fine; a failure to remove raises OSError: the caller must
+    not go on as if the stale library were gone)."""
     for s in so_paths:
         Path(s).unlink(missing_ok=True)
 
 
+def act_remove_orphan(so_path: str, reason: str) -> bool:
+    """Remove a `<base>.exps.so` that no valid AIR owns any more (discover.Broken: its starkinfo
+    became a FIFO / directory / symlink loop, its expressionsinfo vanished, its AIR is gone or
+    refused). Logs one line `removed <so>: <reason>` (or the error) and returns True (False when
+    it cannot be removed). A symlink is removed, never followed; a directory is left alone."""
+    shown = os.fsencode(str(so_path)).decode("utf-8", "backslashreplace")
+    shown = shown if shown.isprintable() else repr(shown)[1:-1]
+    try:
+        if os.path.isdir(so_path) and not os.path.islink(so_path):
+            log.error("cannot remove %s (%s): it is a directory", shown, reason)
+            return False
+        os.unlink(so_path)
+    except FileNotFoundError:
+        return True
+    except OSError as e:
+        log.error("cannot remove stale %s (%s): %s", shown, reason, e.strerror or e)
+        return False
+    log.warning("removed %s: %s", shown, reason)
+    return True
+
+
 # ----------------------------------------------------------------------------------------- ir
 def act_ir(key: str, starkinfo: str, expressions: str, out: str, so_paths: list[str],
-           cap: int = CAP, expr_cap: int = EXPR_CAP) -> bool:
-    """Parse and lower one kernel. Writes only into the build dir: `ir` also runs for `doit emit`,
-    which must leave the provingKey alone. The placements' old `.so` files (`so_paths`, unused
-    here) are removed by `act_cc`, the first build-only stage."""
+           cap: int = CAP, expr_cap: int = EXPR_CAP, remove_stale: bool = True) -> bool:
+    """Parse and lower one kernel. `ir` runs only when the kernel's inputs changed, so the
+    placements' old `.so` files (`so_paths`) are stale from now on: removed first, before any work
+    (tune compiles probes for minutes; a kill then must not leave the old kernel loadable).
+    `doit emit` passes `remove_stale=False`: it leaves the provingKey alone (then `act_cc`, the
+    first build-only stage, removes them). Otherwise writes only into the build dir. An OSError
+    (disk full, no permission) fails this kernel with one line."""
     doc = {"format": FORMAT, "key": key, "starkinfo": starkinfo, "expressions": expressions}
     try:
-        si, ei = load_air(starkinfo, expressions)
-        cov = cover(si, ei, cap=cap, expr_cap=expr_cap)
-        doc.update(coverage_to_json(cov))
-        doc["q_ops"] = cov.q_ops
-    except ModelError as e:
-        doc.update({"air_skip": f"bad input: {e}", "q": None, "exprs": [], "skipped_exprs": [],
-                    "q_ops": 0})
-    _write_json(Path(out), doc)
+        if remove_stale:
+            remove_so(so_paths)
+        Path(out).unlink(missing_ok=True)
+        try:
+            si, ei = load_air(starkinfo, expressions)
+            cov = cover(si, ei, cap=cap, expr_cap=expr_cap)
+            doc.update(coverage_to_json(cov))
+            doc["q_ops"] = cov.q_ops
+        except ModelError as e:
+            doc.update({"air_skip": f"bad input: {e}", "q": None, "exprs": [], "skipped_exprs": [],
+                        "q_ops": 0})
+        _write_json(Path(out), doc)
+    except OSError as e:
+        log.error("ir of kernel %s (%s) failed: %s", key, _shown(starkinfo), _oserr(e))
+        return False
     return True
+
+
+def _shown(path: str) -> str:
+    t = os.fsencode(str(path)).decode("utf-8", "backslashreplace")
+    return t if t.isprintable() else repr(t)[1:-1]
+
+
+def _oserr(e: OSError) -> str:
+    """`[Errno 28] No space left on device: <file>` on one printable line."""
+    where = f": {_shown(e.filename)}" if e.filename else ""
+    return f"[Errno {e.errno}] {e.strerror or e}{where}" if e.errno else f"{e}"
 
 
 def load_coverage(ir_json: str) -> tuple[dict, Coverage]:
@@ -175,23 +219,28 @@ def act_emit(key: str, ir_json: str, tune_json: str, src_dir: str, manifest: str
     skip = cov.air_skip or t.get("skip", "")
     src = Path(src_dir)
     doc: dict = {"format": FORMAT, "key": key, "skip": skip, "files": {}}
-    if not skip:
-        assert cov.q is not None
-        pl = plan(cov.q, int(t["ops_per_chunk"]))
-        sh = source_hash(content, settings)
-        files = render(KernelSource(key, cov.q, pl, cov.exprs, sh))
-        _stage_sources(files, src)
-        doc.update({"files": {n: hashlib.sha256(x.encode()).hexdigest() for n, x in sorted(files.items())},
-                    "source_hash": sh, "plan": pl.summary(), "q_ops": len(cov.q.ops),
-                    "exprs": len(cov.exprs), "min_scratch": pl.min_scratch})
-        keep = set(files) | {COMMON_HEADER}
-    else:
-        keep = set()
-    if src.is_dir():
-        for p in src.iterdir():
-            if p.is_file() and p.name not in keep:
-                p.unlink()
-    _write_json(Path(manifest), doc)
+    try:
+        Path(manifest).unlink(missing_ok=True)
+        if not skip:
+            assert cov.q is not None
+            pl = plan(cov.q, int(t["ops_per_chunk"]))
+            sh = source_hash(content, settings)
+            files = render(KernelSource(key, cov.q, pl, cov.exprs, sh))
+            _stage_sources(files, src)
+            doc.update({"files": {n: hashlib.sha256(x.encode()).hexdigest() for n, x in sorted(files.items())},
+                        "source_hash": sh, "plan": pl.summary(), "q_ops": len(cov.q.ops),
+                        "exprs": len(cov.exprs), "min_scratch": pl.min_scratch})
+            keep = set(files) | {COMMON_HEADER}
+        else:
+            keep = set()
+        if src.is_dir():
+            for p in src.iterdir():
+                if p.is_file() and p.name not in keep:
+                    p.unlink()
+        _write_json(Path(manifest), doc)
+    except OSError as e:      # disk full / no permission in the build dir: this kernel fails
+        log.error("emit of kernel %s failed: %s", key, _oserr(e))
+        return False
     return True
 
 
@@ -200,6 +249,8 @@ def _why(e: Exception) -> str:
     """A tool failure for the log: what happened (failed / timed out / OSError), then the repro."""
     if isinstance(e, tc.CompileError):
         return f"{str(e).splitlines()[0]}\n{e.dump(False)}"
+    if isinstance(e, OSError):
+        return _oserr(e)
     return f"{type(e).__name__}: {e}"
 
 
@@ -208,26 +259,31 @@ def act_cc(key: str, manifest: str, obj_dir: str, out: str, archs: list[int], so
     """Compile every TU of the kernel. The kernel's old `.so` files are stale from now on (cc runs
     only when its inputs changed): removed first, so a failed or interrupted build leaves the
     interpreter, never a stale kernel; `link` places the new ones. Errors name the AIRs."""
-    remove_so(so_paths)
-    Path(out).unlink(missing_ok=True)
+    try:
+        remove_so(so_paths)
+        Path(out).unlink(missing_ok=True)
+    except OSError as e:      # a stale .so we cannot remove: say so, never report success
+        log.error("compile of kernel %s (AIRs: %s) failed: cannot remove the stale .so: %s",
+                  key, ", ".join(airs), _oserr(e))
+        return False
     m = read_json(Path(manifest))
     if m is None:
         raise RuntimeError(f"{manifest} is missing or unreadable: rerun the build")
     doc: dict = {"format": FORMAT, "key": key, "skip": m["skip"], "objects": [], "reports": {}}
-    if not m["skip"]:
-        src = Path(manifest).parent / "src"
-        tus = [src / n for n in m["files"]]
-        try:
+    try:
+        if not m["skip"]:
+            src = Path(manifest).parent / "src"
+            tus = [src / n for n in m["files"]]
             got = compile_tus(tus, Path(obj_dir), compile_options(archs), ObjectCache(), launcher,
                               timeout_s=timeout_s)
-        except (tc.CompileError, OSError) as e:   # nvcc failed/crashed/timed out; disk full
-            log.error("compile of kernel %s (AIRs: %s) failed: %s", key, ", ".join(airs), _why(e))
-            return False
-        doc["objects"] = [got[t.name][0] for t in tus]
-        doc["reports"] = {t.name: got[t.name][1] for t in tus}
-        doc["hits"] = sum(1 for t in tus if got[t.name][2])
-        doc["spill_bytes"] = sum(tc.spill_bytes(r) for r in doc["reports"].values())
-    _write_json(Path(out), doc)
+            doc["objects"] = [got[t.name][0] for t in tus]
+            doc["reports"] = {t.name: got[t.name][1] for t in tus}
+            doc["hits"] = sum(1 for t in tus if got[t.name][2])
+            doc["spill_bytes"] = sum(tc.spill_bytes(r) for r in doc["reports"].values())
+        _write_json(Path(out), doc)
+    except (tc.CompileError, OSError) as e:   # nvcc failed/crashed/timed out; disk full
+        log.error("compile of kernel %s (AIRs: %s) failed: %s", key, ", ".join(airs), _why(e))
+        return False
     return True
 
 
@@ -238,19 +294,28 @@ def act_link(rel: str, objs_json: str, so_path: str, stamp: str, archs: list[int
     if o is None:
         raise RuntimeError(f"{objs_json} is missing or unreadable: rerun the build")
     so = Path(so_path)
-    if o["skip"]:
-        so.unlink(missing_ok=True)
-        _write_json(Path(stamp), {"format": FORMAT, "air": rel, "skip": o["skip"], "so": None})
-        return True
     try:
-        link_cached([Path(x) for x in o["objects"]], so, compile_options(archs), launcher, timeout_s)
-    except (tc.CompileError, OSError) as e:   # link_shared leaves no .so behind
         Path(stamp).unlink(missing_ok=True)
+        if o["skip"]:
+            so.unlink(missing_ok=True)
+            _write_json(Path(stamp), {"format": FORMAT, "air": rel, "skip": o["skip"], "so": None})
+            return True
+        try:
+            link_cached([Path(x) for x in o["objects"]], so, compile_options(archs), launcher, timeout_s)
+        except BaseException:                 # no .so of a failed link (a partial one or the old)
+            so.unlink(missing_ok=True)
+            raise
+        st = so.stat()
+        _write_json(Path(stamp), {"format": FORMAT, "air": rel, "skip": "", "so": str(so),
+                                  "size": st.st_size, "mtime_ns": st.st_mtime_ns})
+    except (tc.CompileError, OSError) as e:   # nvcc failed; disk full; no permission
+        for p in (Path(stamp), so):           # reported failed: no .so (the summary = the disk)
+            try:
+                p.unlink(missing_ok=True)
+            except OSError:
+                pass
         log.error("link of %s failed: %s", rel, _why(e))
         return False
-    st = so.stat()
-    _write_json(Path(stamp), {"format": FORMAT, "air": rel, "skip": "", "so": str(so),
-                              "size": st.st_size, "mtime_ns": st.st_mtime_ns})
     return True
 
 
@@ -271,7 +336,10 @@ def link_cached(objs: list[Path], so: Path, opts: tc.CompileOptions, launcher, t
         atomic_write(so, got[0])
         return True
     tc.link_shared(objs, so, opts, launcher=launcher, timeout_s=timeout_s)
-    cache.put(key, so.read_bytes(), {})
+    try:    # the .so is placed: a full or read-only cache is a warning (ObjectCache.put), not a failure
+        cache.put(key, so.read_bytes(), {})
+    except OSError as e:
+        log.warning("link cache: cannot store %s: %s", so.name, _oserr(e))
     return False
 
 

@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 CACHE_FORMAT = "exps-objcache-1"
 _MAGIC = f"EXPS-OBJCACHE {CACHE_FORMAT}\n".encode()
 _TMP_MAX_AGE_S = 3600.0
+_WARNED: set[tuple[str, int | None]] = set()   # (cache root, errno) already warned about
 
 
 def atomic_write(path: Path | str, data: bytes) -> None:
@@ -105,6 +106,7 @@ class ObjectCache:
         self.max_bytes = k.cache_max_bytes if max_bytes is None else max_bytes
         self.hits = 0
         self.misses = 0
+        self.put_errors = 0
 
     # -- keys -------------------------------------------------------------------------------
     @staticmethod
@@ -158,7 +160,10 @@ class ObjectCache:
                 raise ValueError("header mismatch")
         except (ValueError, KeyError, TypeError) as e:
             log.warning("object cache: dropping bad entry %s (%s)", p, e)
-            p.unlink(missing_ok=True)
+            try:
+                p.unlink(missing_ok=True)
+            except OSError:     # a read-only cache: the entry stays, it is never used
+                pass
             return None
         try:
             os.utime(p)  # LRU clock (atime may be off: noatime mounts)
@@ -166,15 +171,28 @@ class ObjectCache:
             pass
         return obj, meta["report"]
 
-    def put(self, key: str, obj: bytes, report: dict) -> Path:
-        """Store an entry atomically (concurrent puts of one key are safe), then prune."""
+    def put(self, key: str, obj: bytes, report: dict) -> Path | None:
+        """Store an entry atomically (concurrent puts of one key are safe), then prune.
+
+        The cache is an optimization: a put that fails with an OSError (a full disk, ENOSPC /
+        EDQUOT; a cache dir without write permission, EACCES / EROFS) is a warning (once per
+        cache root and error) and returns None; the build goes on as after a miss."""
         head = json.dumps({"key": key, "size": len(obj), "report": report},
                           sort_keys=True, separators=(",", ":")).encode()
         payload = head + b"\n" + obj
         p = self.path(key)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(p, _MAGIC + f"{_sha(payload)}\n".encode() + payload)
-        self.prune()
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(p, _MAGIC + f"{_sha(payload)}\n".encode() + payload)
+            self.prune()
+        except OSError as e:
+            self.put_errors += 1
+            tag = (str(self.root), e.errno)
+            if tag not in _WARNED:
+                _WARNED.add(tag)
+                log.warning("object cache %s: cannot store entries (%s); building without "
+                            "caching", self.root, e.strerror or e)
+            return None
         return p
 
     def prune(self) -> int:

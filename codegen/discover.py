@@ -1,23 +1,30 @@
 """Walk a provingKey: AIRs, phases, kernel syms, placements and kernel keys (spec §6, design.md).
 
-An AIR is a `<base>.starkinfo.json` with a sibling `<base>.expressionsinfo.json`. Discovery reads
-only the (small) starkinfo and hashes the expressionsinfo bytes: cheap enough for doit load time.
+An AIR is a `<base>.starkinfo.json` with a sibling `<base>.expressionsinfo.json`, both regular files
+(or links to regular files inside the key). Discovery reads only the (small) starkinfo and hashes
+the expressionsinfo bytes: cheap enough for doit load time. It also reports (:func:`scan`) the AIRs
+it must refuse (paths that are not UTF-8 cannot enter doit's database) and every `<base>.exps.so`
+that no valid AIR owns any more (its inputs became a FIFO, a directory, a symlink loop, vanished):
+those are stale and get removed. Special files are only ever lstat/stat-ed, never opened.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import logging
 import os
 import re
+import stat
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .model import ModelError, StarkInfo, load_json, parse_starkinfo, printable
+from .model import ModelError, StarkInfo, load_json, open_regular, parse_starkinfo, printable
 
 log = logging.getLogger("exps_codegen")
 SAFE_NAME = re.compile(r"[A-Za-z0-9_.+-]{1,120}")   # used with fullmatch
 STARKINFO = ".starkinfo.json"
 EXPRS = ".expressionsinfo.json"
+SO = ".exps.so"
 
 
 def phase_of(air_dir: Path) -> str:
@@ -68,7 +75,7 @@ class Placement:
 
 def _file_digest(p: Path) -> str:
     h = hashlib.sha256()
-    with open(p, "rb") as f:
+    with open_regular(p) as f:          # never a FIFO (would block), never a directory
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
@@ -79,38 +86,156 @@ def _si_identity(si: StarkInfo) -> str:
     return hashlib.sha256(repr(sorted(fields.items())).encode()).hexdigest()
 
 
-def find_airs(pk: Path) -> list[tuple[Path, str]]:
-    """(air_dir, base) for every starkinfo with a sibling expressionsinfo, sorted; symlinks that
-    leave the key are not followed."""
-    pk = pk.resolve()
-    out = []
+class UnusableKeyError(Exception):
+    """The provingKey itself cannot be used (e.g. its path is not valid UTF-8): one line."""
+
+
+@dataclass(frozen=True)
+class Broken:
+    """A `<base>.exps.so` under the key that no valid placement owns any more: its AIR became
+    unreadable (starkinfo a FIFO / directory / symlink loop, expressionsinfo gone, ...), was
+    refused, or is gone. The `.so` is stale and must be removed (build.act_remove_orphan)."""
+
+    rel: str        # "<dir>/<base>" relative to the key, printable (escaped)
+    so_path: Path   # the real path (may hold surrogates: never a doit file_dep/target/name)
+    reason: str     # one line, e.g. "was built, now unreadable: starkinfo is a FIFO"
+
+
+@dataclass(frozen=True)
+class Refused:
+    """An AIR that cannot be built at all (path not valid UTF-8) and has no `.so`."""
+
+    rel: str        # printable (escaped)
+    reason: str
+
+
+@dataclass(frozen=True)
+class Scan:
+    """Everything discovery found: the placements to build, AIRs refused, stale `.so` files."""
+
+    placements: list[Placement]
+    refused: list[Refused]
+    broken: list[Broken]
+
+
+def shown(s: str | Path) -> str:
+    """A path for a one-line message: undecodable bytes as `\\xff`, control characters escaped."""
+    t = os.fsencode(str(s)).decode("utf-8", "backslashreplace")
+    return printable(t)
+
+
+def utf8_ok(s: str | Path) -> bool:
+    try:
+        str(s).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+_KIND = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a directory"), (stat.S_ISSOCK, "a socket"),
+         (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KIND if test(mode)), "not a regular file")
+
+
+def file_state(p: Path, pk: Path) -> str:
+    """'' when `p` is (or links to) a regular file inside the key `pk` (resolved), else why not:
+    "is missing", "is a FIFO", "is a directory", "is a symlink loop", "is a dangling symlink",
+    "is a symlink to a FIFO", "leads out of the provingKey". Only lstat/stat: never opens."""
+    try:
+        lst = os.lstat(p)
+    except FileNotFoundError:
+        return "is missing"
+    except OSError as e:
+        return f"cannot be read: {e.strerror or e}"
+    if stat.S_ISLNK(lst.st_mode):
+        try:
+            st = os.stat(p)
+        except OSError as e:
+            return {errno.ELOOP: "is a symlink loop", errno.ENOENT: "is a dangling symlink"}.get(
+                e.errno, f"cannot be read: {e.strerror or e}")
+        if not stat.S_ISREG(st.st_mode):
+            return f"is a symlink to {_kind(st.st_mode)}"
+        if not Path(os.path.realpath(p)).is_relative_to(pk):
+            return "leads out of the provingKey (symlink)"
+        return ""
+    if not stat.S_ISREG(lst.st_mode):
+        return f"is {_kind(lst.st_mode)}"
+    return ""
+
+
+def _walk(pk: Path) -> tuple[list[tuple[Path, str]], list[Refused], list[Broken]]:
+    airs: list[tuple[Path, str]] = []
+    refused: list[Refused] = []
+    broken: list[Broken] = []
     for dirpath, dirnames, filenames in os.walk(pk, followlinks=False):
         dirnames.sort()
         d = Path(dirpath)
-        for fn in sorted(filenames):
-            if not fn.endswith(STARKINFO):
+        names = set(filenames) | set(dirnames)          # a directory may be named X.starkinfo.json
+        bases = sorted(n[: -len(STARKINFO)] for n in names if n.endswith(STARKINFO))
+        for base in bases:
+            si, ex, so = d / (base + STARKINFO), d / (base + EXPRS), d / (base + SO)
+            rel = shown((d / base).relative_to(pk))
+            has_so = os.path.lexists(so) and not os.path.isdir(so)
+            why = ""
+            for what, path in (("starkinfo", si), ("expressionsinfo", ex)):
+                state = file_state(path, pk)
+                if state:
+                    why = why or f"{what} {state}"
+                    if state.startswith("leads out"):
+                        log.warning("skipping %s: a symlink leads out of the provingKey", shown(path))
+            if why:
+                if has_so:
+                    broken.append(Broken(rel, so, f"was built, now unreadable: {why}"))
                 continue
-            base = fn[: -len(STARKINFO)]
-            sib = d / (base + EXPRS)
-            # regular files only (following links): a FIFO would block the read, a symlink loop
-            # or a dangling link would raise
-            if not ((d / fn).is_file() and sib.is_file()):
+            if not utf8_ok(si):
+                reason = "path is not valid UTF-8"
+                if has_so:
+                    broken.append(Broken(rel, so, f"was built, now refused: {reason}"))
+                else:
+                    refused.append(Refused(rel, f"refused: {reason}"))
                 continue
-            real = (d / fn).resolve()
-            if not (real.is_relative_to(pk) and sib.resolve().is_relative_to(pk)):
-                log.warning("skipping %s: a symlink leads out of the provingKey", d / fn)
-                continue
-            out.append((d, base))
-    return out
+            airs.append((d, base))
+        for n in sorted(filenames):
+            if n.endswith(SO) and n[: -len(SO)] not in bases and n[: -len(SO)]:
+                base = n[: -len(SO)]
+                broken.append(Broken(shown((d / base).relative_to(pk)), d / n,
+                                     f"was built, now its AIR is gone: no {shown(base + STARKINFO)}"))
+    return airs, refused, broken
+
+
+def find_airs(pk: Path) -> list[tuple[Path, str]]:
+    """(air_dir, base) for every starkinfo with a sibling expressionsinfo, both regular files
+    inside the key (symlinks that leave the key are not followed) on UTF-8 paths, sorted."""
+    return _walk(Path(pk).resolve())[0]
+
+
+def _key_root(pk: str | Path) -> Path:
+    if not utf8_ok(Path(pk).absolute()):
+        raise UnusableKeyError(f"provingKey path is not valid UTF-8: {shown(Path(pk).absolute())}")
+    if not Path(pk).is_dir():
+        raise FileNotFoundError(f"provingKey directory not found: {printable(pk)}")
+    root = Path(pk).resolve()
+    if not utf8_ok(root):
+        raise UnusableKeyError(f"provingKey path is not valid UTF-8: {shown(root)}")
+    return root
 
 
 def discover(pk: str | Path) -> list[Placement]:
-    """All placements of the key with their kernel keys assigned."""
-    if not Path(pk).is_dir():
-        raise FileNotFoundError(f"provingKey directory not found: {printable(pk)}")
-    pk = Path(pk).resolve()
+    """All placements of the key with their kernel keys assigned (see :func:`scan` for the AIRs
+    refused and the stale `.so` files)."""
+    return scan(pk).placements
+
+
+def scan(pk: str | Path) -> Scan:
+    """Walk the key: placements (kernel keys assigned), refused AIRs and broken `.so` files.
+    Raises FileNotFoundError (no such directory) or UnusableKeyError (path not UTF-8)."""
+    pk = _key_root(pk)
+    airs, refused, broken = _walk(pk)
     places = []
-    for air_dir, base in find_airs(pk):
+    for air_dir, base in airs:
         si_path, ex_path = air_dir / (base + STARKINFO), air_dir / (base + EXPRS)
         rel = str((air_dir / base).relative_to(pk))
         phase = phase_of(air_dir)
@@ -127,7 +252,7 @@ def discover(pk: str | Path) -> list[Placement]:
             except OSError as e:                  # the expressionsinfo vanished / is unreadable
                 err = f"{printable(ex_path)}: cannot read: {e.strerror or e}"
         places.append(Placement(rel, air_dir, base, phase, sym, si_path, ex_path, content, error=err))
-    return assign_keys(places)
+    return Scan(assign_keys(places), refused, broken)
 
 
 def assign_keys(places: list[Placement]) -> list[Placement]:

@@ -7,9 +7,12 @@ validated integers held by these dataclasses.
 """
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
 import reprlib
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -329,6 +332,22 @@ def _hint_value(n: _Node) -> tuple[str, int, int]:
     return (op[:16], 0, n.get("dim", 1).dim() if n.has("dim") else 1)
 
 
+def _check_hint_refs(root: _Node, exp_ids: set[int]) -> None:
+    """Every `{"op": "tmp", "id": N}` under hintsInfo names an expression of expressionsCode
+    (a dangling reference is an error naming its JSON path)."""
+    stack = [root.get("hintsInfo", [])]
+    while stack:
+        n = stack.pop()
+        if isinstance(n.v, dict):
+            if n.v.get("op") == "tmp":
+                eid = n["id"].int()
+                if eid not in exp_ids:
+                    raise n["id"].err(f"hint references expression {eid}, which is not in expressionsCode")
+            stack.extend(reversed([n[k] for k in n.v]))
+        elif isinstance(n.v, list):
+            stack.extend(reversed(n.items()))
+
+
 HINT_PAIR_FIELDS = ("numerator", "denominator", "numerator_air", "denominator_air", "numerator_direct",
                     "denominator_direct")
 
@@ -372,21 +391,81 @@ def parse_expressionsinfo(data: Any, file: str | Path, si: StarkInfo) -> Express
             dest = _operand(s["dest"], si, True)
             steps.append(Step(op, dest, src))
         exprs.append(Expression(i, exp_id, e.get("stage", 0).int(0, 64), tuple(steps)))
+    _check_hint_refs(root, seen)
     return ExpressionsInfo(str(file), tuple(exprs), _hints(root))
 
 
+def open_regular(path: str | Path):
+    """Open `path` for binary reading only if it is a regular file: the open does not block (a
+    FIFO opened without O_NONBLOCK waits for a writer forever) and a FIFO, directory, socket or
+    device is refused with OSError (EINVAL / EISDIR) before any read."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            code = errno.EISDIR if stat.S_ISDIR(mode) else errno.EINVAL
+            what = "a directory" if stat.S_ISDIR(mode) else \
+                "a FIFO" if stat.S_ISFIFO(mode) else "not a regular file"
+            raise OSError(code, f"is {what}", str(path))
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+class _Dup(dict):
+    """An object in which a key occurred twice (found by the hook; located after the parse)."""
+
+    dup: str = ""
+
+
+def _pairs(found: list):
+    def hook(pairs: list) -> dict:
+        d = dict(pairs)
+        if len(d) != len(pairs):
+            seen: set = set()
+            dd = _Dup(d)
+            dd.dup = next(k for k, _ in pairs if k in seen or seen.add(k))
+            found.append(dd)
+            return dd
+        return d
+    return hook
+
+
+def _dup_path(root: Any, file: str) -> ModelError:
+    """The JSON path of the first duplicated key in document order (iterative: no recursion)."""
+    stack: list[tuple[Any, _Node]] = [(root, _Node(root, file))]
+    while stack:
+        v, node = stack.pop()
+        if isinstance(v, _Dup):
+            return ModelError(file, node._sub(v.dup), f"duplicate key {_show(v.dup)}")
+        if isinstance(v, dict):
+            stack.extend((x, _Node(x, file, node._sub(k))) for k, x in reversed(list(v.items())))
+        elif isinstance(v, list):
+            stack.extend((x, _Node(x, file, node._sub(i))) for i, x in reversed(list(enumerate(v))))
+    return ModelError(file, "", "duplicate key")        # not reached
+
+
 def load_json(path: str | Path) -> Any:
+    """Parse a JSON input strictly: a regular file (never a FIFO), valid UTF-8 JSON, no key twice
+    in one object (a duplicate is an error naming the JSON path: `starkStruct.nBits`)."""
     p = Path(path)
     try:
-        text = p.read_bytes()
+        with open_regular(p) as f:
+            text = f.read()
     except OSError as e:
         raise ModelError(p, "", f"cannot read: {e.strerror or e}") from None
+    found: list = []
     try:
-        return json.loads(text)
+        data = json.loads(text, object_pairs_hook=_pairs(found))
     except (ValueError, UnicodeDecodeError) as e:   # JSONDecodeError; an int of > 4300 digits
         raise ModelError(p, "", f"invalid JSON: {e}") from None
     except RecursionError:                          # nesting deeper than the parser's stack
         raise ModelError(p, "", "invalid JSON: nested too deeply") from None
+    if found:
+        raise _dup_path(data, str(p))
+    return data
 
 
 def load_air(starkinfo_path: str | Path, expressions_path: str | Path) -> tuple[StarkInfo, ExpressionsInfo]:

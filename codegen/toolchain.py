@@ -1,8 +1,10 @@
 """nvcc toolchain: discovery, arch specs, flags, compile (+ ptxas report), link, launcher.
 
-Everything that runs nvcc lives here. nvcc always runs from an argv list (no shell) inside a
-private temporary directory (cwd and ``TMPDIR``); only the finished object / shared library is
-published, through :func:`codegen.cache.atomic_write` (the one atomic writer).
+Everything that runs nvcc lives here. nvcc always runs from an argv list (no shell of ours) inside
+a private work dir (cwd and ``TMPDIR``) with a safe name; nvcc itself passes paths through ``sh``,
+so every path it sees is one we made from ``[A-Za-z0-9_./-]`` (links in the work dir to the TU's
+dir, include dirs and objects). Only the finished object / shared library is published, through
+:func:`codegen.cache.atomic_write` (the one atomic writer).
 
 Environment knobs are read in one place, :func:`knobs`.
 """
@@ -21,6 +23,7 @@ import shlex
 import shutil
 import signal
 import site
+import stat
 import subprocess
 import sys
 import tempfile
@@ -29,6 +32,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from . import procs as _procs
 from . import cache as _cache  # module import (not names): cache imports us back
 
 log = logging.getLogger(__name__)
@@ -405,43 +409,159 @@ def _check_guard(what: str) -> None:
         raise CompileGuardError(f"EXPS_ASSERT_NO_COMPILE is set but {what} was requested")
 
 
-def _repro(argv: Sequence[str], tmp_out: str, real_out: Path) -> str:
+def _repro(argv: Sequence[str], real: Mapping[str, str]) -> str:
+    """The command with our work-dir names replaced by the real paths (for a person to rerun)."""
     env = " ".join(f"{k}={shlex.quote(v)}" for k, v in knobs().keyed_env.items() if v)
-    cmd = shlex.join(str(real_out) if a == tmp_out else a for a in argv)
-    return f"{env} {cmd}".strip()
+    def sub(a: str) -> str:
+        if a.startswith("-I") and a[2:] in real:
+            return "-I" + real[a[2:]]
+        return real.get(a, a)
+    return f"{env} {shlex.join(sub(a) for a in argv)}".strip()
 
 
-def _run_nvcc(what: str, argv: list[str], workdir: str, timeout_s: float | None,
-              tmp_out: str, real_out: Path, tu_path: Path | None) -> tuple[str, float]:
-    """Run argv in its own process group; return merged stdout+stderr and seconds.
+# --------------------------------------------------------------------------- safe work dirs
+#: Every path nvcc sees (cwd, TMPDIR, -I, inputs, -o) is built from these characters only: nvcc
+#: hands its paths to ``sh`` internally, so a quote, space, ``$(...)`` or newline in a build dir
+#: would be interpreted (issue #17).
+SAFE_PATH = re.compile(r"[A-Za-z0-9_./-]+")
+_SAFE_COMPONENT = re.compile(r"[A-Za-z0-9_.-]{1,100}")
+WORKDIR_PREFIXES = ("exps-nvcc-", "exps-link-")
+_WORKDIR_RE = re.compile(r"exps-(?:nvcc|link)-(\d+)-[A-Za-z0-9_]+")
+_OLD_WORKDIR_RE = re.compile(r"exps-(?:nvcc|link)-[a-z0-9_]{8}")   # before the pid was in the name
+_OLD_WORKDIR_MAX_AGE_S = 24 * 3600.0
 
-    nvcc's scratch files (``TMPDIR``) and output go to the private ``workdir``. The working
-    directory is the TU's own directory (read only): launchers such as ccache hash the cwd
-    (``hash_dir``), so a random cwd would make them miss every time.
+
+class UnsafePathError(ToolchainError):
+    """A name we were about to hand nvcc is outside the safe character set."""
+
+
+def safe_temp_root() -> str:
+    """Where nvcc work dirs go: ``tempfile.gettempdir()`` when its real path is made of
+    :data:`SAFE_PATH` characters (``TMPDIR`` may be anything), else ``/tmp``."""
+    root = os.path.realpath(tempfile.gettempdir())
+    return root if SAFE_PATH.fullmatch(root) and not root.startswith("-") else "/tmp"
+
+
+def safe_component(name: str) -> str:
+    """``name`` when it is a safe file name (not ``.``/``..``, no leading ``-``), else a
+    digest-derived one (``x<sha256[:16]>`` plus the suffix when that is safe)."""
+    if _SAFE_COMPONENT.fullmatch(name) and name not in (".", "..") and not name.startswith("-"):
+        return name
+    raw = name.encode("utf-8", "surrogateescape")
+    suffix = os.path.splitext(name)[1]
+    suffix = suffix if _SAFE_COMPONENT.fullmatch(suffix or "x") else ""
+    return "x" + hashlib.sha256(raw).hexdigest()[:16] + suffix
+
+
+def _check_safe(name: str, what: str) -> str:
+    if not (SAFE_PATH.fullmatch(name) and not name.startswith("-")):
+        raise UnsafePathError(f"refusing to hand nvcc the {what} {name!r}: only [A-Za-z0-9_./-] "
+                              "(not starting with '-') can pass nvcc's internal shell safely")
+    return name
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:     # alive, someone else's
+        return True
+    return True
+
+
+def reap_stale_workdirs(root: str | Path | None = None) -> list[str]:
+    """Remove the nvcc work dirs (``exps-nvcc-<pid>-*``, ``exps-link-<pid>-*``) of processes that
+    are gone (killed with SIGKILL: no ``finally`` ran), and nameless old-style ones older than a
+    day. Only our own (same uid) directories. Returns the removed paths. Called once per process
+    before its first nvcc run; the CLI may call it at startup."""
+    root = Path(root) if root is not None else Path(safe_temp_root())
+    removed: list[str] = []
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return removed
+    now, uid = time.time(), os.getuid()
+    for e in entries:
+        if not e.name.startswith(WORKDIR_PREFIXES):
+            continue
+        try:
+            st = e.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != uid:
+            continue
+        m = _WORKDIR_RE.fullmatch(e.name)
+        if m:
+            stale = int(m[1]) != os.getpid() and not _pid_alive(int(m[1]))
+        else:
+            stale = bool(_OLD_WORKDIR_RE.fullmatch(e.name)) and now - st.st_mtime > _OLD_WORKDIR_MAX_AGE_S
+        if stale:
+            shutil.rmtree(e.path, ignore_errors=True)
+            if not os.path.lexists(e.path):
+                removed.append(e.path)
+    if removed:
+        log.info("removed %d nvcc work dir(s) left by killed builds in %s", len(removed), root)
+    return removed
+
+
+_reaped = False
+
+
+@contextmanager
+def workdir(kind: str) -> Iterator[str]:
+    """A private, safe-named work dir ``<safe temp root>/exps-<kind>-<pid>-XXXXXXXX``, removed on
+    every exit path (exceptions, Ctrl-C, SystemExit); after a SIGKILL the next process's first
+    call (or :func:`reap_stale_workdirs`) removes it."""
+    global _reaped
+    if not _reaped:
+        _reaped = True
+        reap_stale_workdirs()
+    work = tempfile.mkdtemp(prefix=f"exps-{kind}-{os.getpid()}-", dir=safe_temp_root())
+    try:
+        _check_safe(work, "work dir")
+        yield work
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _run_nvcc(what: str, argv: list[str], work: str, timeout_s: float | None,
+              tmp_out: str, real: Mapping[str, str], tu_path: Path | None) -> tuple[str, float]:
+    """Run argv in its own process group from the safe ``work`` dir (its cwd and ``TMPDIR``);
+    every path in argv is relative to it. Return merged stdout+stderr and seconds.
+
+    The relative names are the same from build to build (``src/<tu>``, ``-Isrc``), so a launcher
+    such as ccache sees the same command line for the same TU, from any build dir (direct-mode
+    hits; ``CCACHE_NOHASHDIR`` is set unless the caller chose).
     """
-    env = dict(os.environ, TMPDIR=workdir)
-    cwd = str(tu_path.parent) if tu_path is not None else workdir
+    env = dict(os.environ, TMPDIR=work)
+    if not any(k in env for k in ("CCACHE_HASHDIR", "CCACHE_NOHASHDIR")):
+        # ccache takes nvcc's `-gencode` for `-g` (debug info) and then hashes the cwd, our
+        # fresh work dir: every compile would miss. No debug info is made: the cwd is irrelevant
+        env["CCACHE_NOHASHDIR"] = "1"
     t0 = time.monotonic()
     try:
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        # under a guard (procs.py): nvcc, cicc and ptxas die with us, even on SIGKILL
+        proc = _procs.guarded_popen(argv, cwd=work, env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT)
     except OSError as e:
-        raise CompileError(what, argv, 127, str(e), tu_path, _repro(argv, tmp_out, real_out)) from e
+        raise CompileError(what, argv, 127, str(e), tu_path, _repro(argv, real)) from e
     try:
         out, _ = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # the launcher, nvcc and its cicc/ptxas children
+        _procs.kill_group(proc)  # the guard, the launcher, nvcc and its cicc/ptxas children
         out, _ = proc.communicate()
         text = out.decode(errors="replace") + f"\n[killed after {timeout_s} s]"
-        raise CompileError(what, argv, None, text, tu_path, _repro(argv, tmp_out, real_out)) from None
+        raise CompileError(what, argv, None, text, tu_path, _repro(argv, real)) from None
     except BaseException:   # Ctrl-C / SystemExit: never leave nvcc running in its own session
-        os.killpg(proc.pid, signal.SIGKILL)
+        _procs.kill_group(proc)
         proc.wait()
         raise
+    finally:
+        _procs.release(proc)
     text = out.decode(errors="replace")
-    if proc.returncode != 0 or not os.path.isfile(tmp_out):
-        raise CompileError(what, argv, proc.returncode, text, tu_path,
-                           _repro(argv, tmp_out, real_out))
+    if proc.returncode != 0 or not os.path.isfile(os.path.join(work, tmp_out)):
+        raise CompileError(what, argv, proc.returncode, text, tu_path, _repro(argv, real))
     return text, time.monotonic() - t0
 
 
@@ -458,14 +578,23 @@ def compile_object(tu_path: Path, out_obj: Path, opts: CompileOptions, *,
     nvcc = nvcc or find_nvcc()
     tu_path, out_obj = Path(tu_path).resolve(), Path(out_obj)
     launcher = launcher_from_env() if launcher is None else list(launcher)
-    with tempfile.TemporaryDirectory(prefix="exps-nvcc-") as work:
-        tmp_out = os.path.join(work, out_obj.name)
+    tu_name = _check_safe(tu_path.name, "translation unit name")
+    out_name = safe_component(out_obj.name)
+    with workdir("nvcc") as work:
+        # the TU's dir and every include dir become safe-named links in the work dir
+        links: dict[Path, str] = {tu_path.parent: "src"}
+        for d in include_dirs:
+            links.setdefault(Path(d).resolve(), f"inc{len(links)}")
+        for target, name in links.items():
+            os.symlink(target, os.path.join(work, name), target_is_directory=True)
+        real = {f"src/{tu_name}": str(tu_path), out_name: str(out_obj),
+                **{name: str(target) for target, name in links.items()}}
         argv = [*launcher, str(nvcc), "-c", *opts.flags(),
-                *(f"-I{Path(d).resolve()}" for d in include_dirs),
-                str(tu_path), "-o", tmp_out]
-        text, secs = _run_nvcc("nvcc compile", argv, work, timeout_s, tmp_out, out_obj, tu_path)
+                *(f"-I{links[Path(d).resolve()]}" for d in include_dirs),
+                f"src/{tu_name}", "-o", out_name]
+        text, secs = _run_nvcc("nvcc compile", argv, work, timeout_s, out_name, real, tu_path)
         out_obj.parent.mkdir(parents=True, exist_ok=True)
-        _cache.atomic_write(out_obj, Path(tmp_out).read_bytes())
+        _cache.atomic_write(out_obj, Path(work, out_name).read_bytes())
     log.debug("compiled %s in %.2fs", tu_path, secs)
     return CompileResult(out_obj, parse_ptxas(text), text, argv, secs)
 
@@ -482,15 +611,25 @@ def link_shared(objs: Sequence[Path], out_so: Path, opts: CompileOptions, *,
     nvcc = nvcc or find_nvcc()
     out_so = Path(out_so)
     launcher = launcher_from_env() if launcher is None else list(launcher)
+    out_name = safe_component(out_so.name)
     try:
-        with tempfile.TemporaryDirectory(prefix="exps-link-") as work:
-            tmp_out = os.path.join(work, out_so.name)
+        with workdir("link") as work:
+            # each object as `<i>/<grandparent>/<parent>/<name>` (safe names; a launcher's log
+            # still shows which kernel's obj dir it came from)
+            names, real = [], {out_name: str(out_so)}
+            for i, o in enumerate(objs):
+                o = Path(o).resolve()
+                rel = os.path.join(str(i), *(safe_component(c) for c in
+                                             (o.parent.parent.name or "r", o.parent.name or "r", o.name)))
+                os.makedirs(os.path.join(work, os.path.dirname(rel)))
+                os.symlink(o, os.path.join(work, rel))
+                names.append(rel)
+                real[rel] = str(o)
             argv = [*launcher, str(nvcc), "-shared", "-cudart", "static", "-Xcompiler", "-fPIC",
-                    "-Xlinker", "-s", *gencode_flags(opts.archs),
-                    *(str(Path(o).resolve()) for o in objs), "-o", tmp_out]
-            _run_nvcc("nvcc link", argv, work, timeout_s, tmp_out, out_so, None)
+                    "-Xlinker", "-s", *gencode_flags(opts.archs), *names, "-o", out_name]
+            _run_nvcc("nvcc link", argv, work, timeout_s, out_name, real, None)
             out_so.parent.mkdir(parents=True, exist_ok=True)
-            _cache.atomic_write(out_so, Path(tmp_out).read_bytes())
+            _cache.atomic_write(out_so, Path(work, out_name).read_bytes())
     except BaseException:
         out_so.unlink(missing_ok=True)
         raise

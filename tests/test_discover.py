@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from codegen import synth
-from codegen.discover import Placement, assign_keys, discover, find_airs, kernels, phase_of
+from codegen.discover import (Broken, Placement, Refused, UnusableKeyError, assign_keys, discover, find_airs,
+                              kernels, phase_of, scan)
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "provingkey-sample"
@@ -280,3 +281,75 @@ def test_bad_starkinfo_is_a_placement_error(key: Path) -> None:
     assert places["Broken"].error.startswith(f"{places['Broken'].starkinfo}: <root>: invalid JSON")
     assert [places[b].key for b in ("Large", "Medium", "Skipped", "Tiny")] == [
         s for _, ph, s in SAMPLE_PLACEMENTS if ph == "basic"]
+
+
+# ======================================================= scan(): refused AIRs and stale .so files
+TINY_REL = "synth/Basic/airs/Tiny/air/Tiny"
+
+
+def _so(key: Path, rel: str = TINY_REL) -> Path:
+    p = key / (rel + ".exps.so")
+    p.write_bytes(b"old kernel")
+    return p
+
+
+@pytest.mark.parametrize("make,why", [
+    (lambda p: (p.unlink(), os.mkfifo(p)), "starkinfo is a FIFO"),
+    (lambda p: (p.unlink(), p.mkdir()), "starkinfo is a directory"),
+    (lambda p: (p.unlink(), p.symlink_to(p.name)), "starkinfo is a symlink loop"),
+    (lambda p: p.with_name("Tiny.expressionsinfo.json").unlink(), "expressionsinfo is missing"),
+    (lambda p: (p.unlink(), p.symlink_to("nowhere.json")), "starkinfo is a dangling symlink"),
+])
+def test_unreadable_air_with_so_is_broken(key: Path, make, why: str) -> None:
+    so = _so(key)
+    make(key / (TINY_REL + ".starkinfo.json"))
+    sc = scan(key)           # returns (a FIFO is never opened: this would block)
+    assert [p.rel for p in sc.placements] == [r for r, _, _ in SAMPLE_PLACEMENTS if r != TINY_REL]
+    assert sc.broken == [Broken(TINY_REL, so, f"was built, now unreadable: {why}")]
+    assert sc.refused == []
+    assert discover(key) == sc.placements
+
+
+def test_unreadable_air_without_so_is_silent(key: Path) -> None:
+    p = key / (TINY_REL + ".starkinfo.json")
+    p.unlink()
+    os.mkfifo(p)
+    sc = scan(key)
+    assert (sc.broken, sc.refused) == ([], [])
+    assert TINY_REL not in [q.rel for q in sc.placements]
+
+
+def test_so_whose_air_is_gone_is_broken(key: Path) -> None:
+    d = key / "synth/Basic/airs/Gone/air"
+    d.mkdir(parents=True)
+    so = d / "Gone.exps.so"
+    so.write_bytes(b"x")
+    good = _so(key)                       # the .so of a valid AIR is not broken
+    sc = scan(key)
+    assert sc.broken == [Broken("synth/Basic/airs/Gone/air/Gone", so,
+                                "was built, now its AIR is gone: no Gone.starkinfo.json")]
+    assert good.exists() and len(sc.placements) == len(SAMPLE_PLACEMENTS)
+
+
+def test_non_utf8_air_is_refused_or_broken(key: Path) -> None:
+    si, ei = _tiny_json()
+    d = Path(os.fsdecode(bytes(key / "synth/Basic/airs") + b"/Bad\xff/air"))
+    _write_air(d, "Bad", si, ei)
+    sc = scan(key)
+    assert sc.refused == [Refused("synth/Basic/airs/Bad\\xff/air/Bad", "refused: path is not valid UTF-8")]
+    assert sc.broken == []
+    assert [p.rel for p in sc.placements] == [r for r, _, _ in SAMPLE_PLACEMENTS]
+    so = d / "Bad.exps.so"
+    so.write_bytes(b"x")
+    sc = scan(key)
+    assert sc.refused == []
+    assert sc.broken == [Broken("synth/Basic/airs/Bad\\xff/air/Bad", so,
+                                "was built, now refused: path is not valid UTF-8")]
+
+
+def test_non_utf8_key_root_is_one_line_error(tmp_path: Path) -> None:
+    root = Path(os.fsdecode(bytes(tmp_path) + b"/k\xfe y"))
+    shutil.copytree(SAMPLE, root)
+    with pytest.raises(UnusableKeyError) as e:
+        scan(root)
+    assert str(e.value) == f"provingKey path is not valid UTF-8: {tmp_path}/k\\xfe y"

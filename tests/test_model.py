@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -573,3 +574,59 @@ def test_error_file_is_the_one_with_the_problem(tiny) -> None:
     e = _err(si_path, ei_path)
     assert e.file == str(ei_path) and e.path == path + ".id"
     assert str(ei_path) in str(e) and path + ".id" in str(e)
+
+
+# ---------------------------------------------------------------- duplicate keys, dangling hints
+def _dup_key(p: Path, obj: dict, where: dict, key: str, value: Any) -> None:
+    """Write `obj` with `key` appearing a second time (with `value`) in the object `where`."""
+    where["__dup__"] = 1
+    text = json.dumps(obj).replace('"__dup__": 1', f'{json.dumps(key)}: {json.dumps(value)}')
+    del where["__dup__"]
+    p.write_text(text)
+
+
+def test_duplicate_key_names_the_json_path(tiny) -> None:
+    si_path, ei_path = tiny
+    si = _read(si_path)
+    # a second nBits inside starkStruct: json.loads would silently keep the last one
+    _dup_key(si_path, si, si["starkStruct"], "nBits", 99)
+    _assert_err(_err(si_path, ei_path), si_path, "starkStruct.nBits", "duplicate key 'nBits'")
+
+
+def test_duplicate_key_deep_in_a_list(tiny) -> None:
+    si_path, ei_path = tiny
+    ei = _read(ei_path)
+    i, k, j = _find_src(ei, lambda s: s["type"] == "tmp")
+    _dup_key(ei_path, ei, ei["expressionsCode"][i]["code"][k]["src"][j], "type", "tmp")
+    _assert_err(_err(si_path, ei_path), ei_path, _src_path(i, k, j) + ".type", "duplicate key 'type'")
+
+
+def test_same_key_in_different_objects_is_fine(tmp_path: Path) -> None:
+    p = tmp_path / "x.json"
+    p.write_text('{"a": {"k": 1}, "b": {"k": 2}, "c": [{"k": 3}, {"k": 4}]}')
+    assert load_json(p) == {"a": {"k": 1}, "b": {"k": 2}, "c": [{"k": 3}, {"k": 4}]}
+
+
+def test_dangling_hint_reference(tiny) -> None:
+    si_path, ei_path = tiny
+    ei = _read(ei_path)
+    ids = {e["expId"] for e in ei["expressionsCode"]}
+    missing = max(ids) + 1000
+    assert ei["hintsInfo"][0]["fields"][1]["values"][0] == {"op": "tmp", "id": 6, "dim": 1, "pos": []}
+    ei["hintsInfo"][0]["fields"][1]["values"][0]["id"] = missing
+    _write(ei_path, ei)
+    e = _err(si_path, ei_path)
+    _assert_err(e, ei_path, "hintsInfo[0].fields[1].values[0].id",
+                f"hint references expression {missing}", "not in expressionsCode")
+
+
+def test_fifo_and_directory_inputs_are_refused_without_blocking(tiny, tmp_path: Path) -> None:
+    si_path, ei_path = tiny
+    ei_path.unlink()
+    os.mkfifo(ei_path)                 # an open() without O_NONBLOCK would wait forever
+    e = _err(si_path, ei_path)
+    _assert_err(e, ei_path, "", "cannot read", "FIFO")
+    ei_path.unlink()
+    ei_path.mkdir()
+    e = _err(si_path, ei_path)
+    _assert_err(e, ei_path, "", "cannot read", "directory")
