@@ -103,7 +103,10 @@ class Broken:
 
 @dataclass(frozen=True)
 class Refused:
-    """An AIR that cannot be built at all (path not valid UTF-8) and has no `.so`."""
+    """An AIR that cannot be built at all and has no `.so`: its path is not valid UTF-8
+    ("refused: path is not valid UTF-8"), or its starkinfo / expressionsinfo is not a readable
+    regular file inside the key ("unreadable: starkinfo is a FIFO", "unreadable: expressionsinfo
+    is missing", ...; after `build.act_remove_orphan` removed its `.so`, a Broken becomes this)."""
 
     rel: str        # printable (escaped)
     reason: str
@@ -189,6 +192,8 @@ def _walk(pk: Path) -> tuple[list[tuple[Path, str]], list[Refused], list[Broken]
             if why:
                 if has_so:
                     broken.append(Broken(rel, so, f"was built, now unreadable: {why}"))
+                else:       # still a line in the summary / status (never silently dropped)
+                    refused.append(Refused(rel, f"unreadable: {why}"))
                 continue
             if not utf8_ok(si):
                 reason = "path is not valid UTF-8"

@@ -14,6 +14,7 @@ import pytest
 from codegen import synth
 from codegen.discover import (Broken, Placement, Refused, UnusableKeyError, assign_keys, discover, find_airs,
                               kernels, phase_of, scan)
+from require import require
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "provingkey-sample"
@@ -95,8 +96,7 @@ def test_missing_key_dir(tmp_path: Path) -> None:
 
 
 def test_pk_syms_unique() -> None:
-    if not PK.is_dir():
-        pytest.skip(f"{PK} absent")
+    require("pk")
     places = discover(PK)
     assert len(places) == 37
     assert all(p.error == "" and p.phase == "basic" and p.key == p.sym for p in places)
@@ -238,6 +238,11 @@ def test_dangling_link_and_lonely_starkinfo_are_not_airs(key: Path) -> None:
     (d / "Dang.expressionsinfo.json").symlink_to(d / "missing.json")
     (d / "notes.json").write_text("{}")
     assert [p.rel for p in discover(key)] == [r for r, _, _ in SAMPLE_PLACEMENTS]
+    # not silently dropped: a line each for the summary / status
+    assert scan(key).refused == [
+        Refused("synth/Basic/airs/Half/air/Dang", "unreadable: expressionsinfo is a dangling symlink"),
+        Refused("synth/Basic/airs/Half/air/Half", "unreadable: expressionsinfo is missing")]
+    assert scan(SAMPLE).refused == [] and scan(SAMPLE).broken == []
 
 
 # ============================================================================ hostile names
@@ -310,12 +315,13 @@ def test_unreadable_air_with_so_is_broken(key: Path, make, why: str) -> None:
     assert discover(key) == sc.placements
 
 
-def test_unreadable_air_without_so_is_silent(key: Path) -> None:
+def test_unreadable_air_without_so_is_refused(key: Path) -> None:
     p = key / (TINY_REL + ".starkinfo.json")
     p.unlink()
     os.mkfifo(p)
     sc = scan(key)
-    assert (sc.broken, sc.refused) == ([], [])
+    assert sc.broken == []
+    assert sc.refused == [Refused(TINY_REL, "unreadable: starkinfo is a FIFO")]
     assert TINY_REL not in [q.rel for q in sc.placements]
 
 
