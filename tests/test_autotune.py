@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -12,13 +11,14 @@ from codegen.build import act_ir, act_tune
 from codegen.kernel import cover
 from codegen.model import load_air
 from codegen.plan import plan
+from require import requires
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "provingkey-sample" / "synth"
 TINY = SAMPLE / "Basic/airs/Tiny/air/Tiny"
 LARGE = SAMPLE / "Basic/airs/Large/air/Large"
 MEDIUM = SAMPLE / "Basic/airs/Medium/air/Medium"
-needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
+needs_nvcc = requires("nvcc")      # tests/require.py: skip, or fail under EXPS_REQUIRE
 
 
 def q_of(base: Path):

@@ -4,7 +4,6 @@ oracle, the nvcc build of bench/interp.cu, and bench/run.py end to end on the CP
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import sys
@@ -21,6 +20,7 @@ from bench import interp_lib as IL  # noqa: E402
 from codegen import reference  # noqa: E402
 from codegen.binfile import read_bin  # noqa: E402
 from codegen.hostcheck import EDGE, raw_words  # noqa: E402
+from require import pk_params, require  # noqa: E402
 
 PK = REPO.parent / "shared" / "pk"
 SAMPLE = REPO / "provingkey-sample"
@@ -42,12 +42,11 @@ def _load(sipath: Path) -> tuple[dict, dict]:
 
 # ------------------------------------------------------------------------- encoder vs the .bin
 def test_pk_present_or_skip() -> None:
-    if not PK.is_dir():
-        pytest.skip(f"{PK} absent")
+    require("pk")
     assert REAL
 
 
-@pytest.mark.parametrize("sipath", REAL, ids=_ids)
+@pytest.mark.parametrize("sipath", pk_params(REAL), ids=_ids)
 def test_bin_reproduced_exactly(sipath: Path) -> None:
     """ops kinds, all 8 args per op (slots included), numbers[], nTemp1/3, destDim/destId."""
     si, ei = _load(sipath)
@@ -66,7 +65,7 @@ def test_bin_reproduced_exactly(sipath: Path) -> None:
         assert B.slot_errors(code, bc) == [], exp_id
 
 
-@pytest.mark.parametrize("sipath", REAL + SYNTH, ids=_ids)
+@pytest.mark.parametrize("sipath", pk_params(REAL) + SYNTH, ids=_ids)
 def test_slot_allocation_valid(sipath: Path) -> None:
     si, ei = _load(sipath)
     for expr in ei["expressionsCode"]:
@@ -165,8 +164,7 @@ ANCHORS = {"Intermediates": (1134, 197), "Connection1": (190, 21), "ConnectionNe
 
 def test_muls_and_columns_match_the_anchors() -> None:
     hits = {p.name.split(".")[0]: p for p in REAL if p.name.split(".")[0] in ANCHORS}
-    if not hits:
-        pytest.skip(f"{PK} absent")
+    require("pk")
     for name, p in hits.items():
         si, ei = _load(p)
         bc = B.q_bytecode(si, ei)
@@ -176,8 +174,7 @@ def test_muls_and_columns_match_the_anchors() -> None:
 # --------------------------------------------------------------- interpreter (host build) vs oracle
 @pytest.fixture(scope="session")
 def host_lib(tmp_path_factory):
-    if shutil.which("g++") is None:
-        pytest.skip("g++ not found")
+    require("gxx")
     return IL.load_host(IL.build_host(tmp_path_factory.mktemp("interp") / "libinterp_host.so"))
 
 
@@ -195,7 +192,7 @@ def _inputs(si: dict, n: int, seed: int):
     return lay, aux, const, sc, dd
 
 
-@pytest.mark.parametrize("sipath", REAL + SYNTH, ids=_ids)
+@pytest.mark.parametrize("sipath", pk_params(REAL) + SYNTH, ids=_ids)
 def test_interpreter_bit_identical_to_oracle(sipath: Path, host_lib) -> None:
     si, ei = _load(sipath)
     try:
@@ -229,10 +226,7 @@ def test_interpreter_refuses_bad_arguments(host_lib) -> None:
 # ------------------------------------------------------------------------------ nvcc build
 @pytest.mark.nvcc
 def test_interp_cu_compiles_without_warnings(tmp_path) -> None:
-    try:
-        IL.nvcc_path()
-    except IL.BuildError:
-        pytest.skip("nvcc not found")
+    require("nvcc")
     so, text = IL.build_gpu(tmp_path / "libinterp.so", "90", force=True, strict=True)
     assert so.is_file()
     regs = IL.ptxas_registers(text)
@@ -271,8 +265,7 @@ def test_kernel_info_from_build_dir(tmp_path) -> None:
 
 def test_run_py_end_to_end_on_cpu(tmp_path) -> None:
     """bench/run.py with CuPy emulated on the host and host builds of both libraries."""
-    if shutil.which("g++") is None:
-        pytest.skip("g++ not found")
+    require("gxx")
     from bench import cpu_emulation
     out = tmp_path / "out"
     rc = cpu_emulation.main(["--pk", str(SAMPLE), "--rows", "9", "--out", str(out), "--reps", "2",

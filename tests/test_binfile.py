@@ -11,6 +11,7 @@ import pytest
 from codegen import binfile
 from codegen.binfile import BinFormatError, compare_expression, parse_bin, read_bin
 from codegen.reference import bin_order
+from require import pk_params, require
 
 PK = Path(__file__).resolve().parents[2] / "shared" / "pk"
 AIRS = sorted(PK.glob("**/*.starkinfo.json")) if PK.is_dir() else []
@@ -28,12 +29,11 @@ def _air_id(p: Path) -> str:
 
 
 def test_pk_present_or_skip() -> None:
-    if not PK.is_dir():
-        pytest.skip(f"{PK} absent")
+    require("pk")
     assert AIRS, f"no *.starkinfo.json under {PK}"
 
 
-@pytest.mark.parametrize("sipath", AIRS, ids=_air_id)
+@pytest.mark.parametrize("sipath", pk_params(AIRS), ids=_air_id)
 def test_swap_rule_matches_bin(sipath: Path) -> None:
     si, ei, bf = _load(sipath)
     checked = 0
@@ -47,7 +47,7 @@ def test_swap_rule_matches_bin(sipath: Path) -> None:
     assert checked == len(ei["expressionsCode"])  # every JSON expression is in this set's bins
 
 
-@pytest.mark.parametrize("sipath", AIRS, ids=_air_id)
+@pytest.mark.parametrize("sipath", pk_params(AIRS), ids=_air_id)
 def test_json_prime_is_the_opening_value(sipath: Path) -> None:
     """For cm/const operands: ``openingPoints[bin off] == JSON prime`` (prime = opening VALUE)."""
     si, ei, bf = _load(sipath)
@@ -62,8 +62,7 @@ def test_json_prime_is_the_opening_value(sipath: Path) -> None:
 
 def test_swapped_equal_dim_adds_exist() -> None:
     """The order-sensitive case of spec §1.4 occurs in this key set and is predicted right."""
-    if not AIRS:
-        pytest.skip(f"{PK} absent")
+    require("pk")
     swapped = 0
     for sipath in AIRS:
         _, ei, _ = _load(sipath)
@@ -77,8 +76,8 @@ def test_swapped_equal_dim_adds_exist() -> None:
 def test_nstages_one_type_codes() -> None:
     """expr_optimizations has nStages == 1: Zi = nStages+2 = 3, xDivXSubXi = 4, tmp1 = B = 5."""
     hits = [p for p in AIRS if "expr_optimizations" in str(p)]
-    if not hits:
-        pytest.skip("expr_optimizations key absent")
+    require("pk")
+    assert hits, "the key is not in ../shared/pk"
     si, ei, bf = _load(hits[0])
     assert si["nStages"] == 1 and binfile.buffer_commit_size(si) == 5
     types = {(o["type"], o["dim"]): code

@@ -13,9 +13,9 @@ import pytest
 
 from codegen import cache as oc
 from codegen import toolchain as tc
+from require import requires
 
-needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None and not os.environ.get("EXPS_NVCC"),
-                                reason="needs nvcc")
+needs_nvcc = requires("nvcc")      # tests/require.py: skip, or fail under EXPS_REQUIRE
 
 TU = r"""
 #include "gen_test.cuh"

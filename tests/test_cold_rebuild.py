@@ -3,7 +3,6 @@ links both come from the content-addressed cache (issue #3)."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from buildkit import SHARED1, SHARED2, SKIPPED, TINY, copy_key, exps_codegen
+from require import requires
 
-pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
+pytestmark = requires("nvcc")      # tests/require.py: skip, or fail under EXPS_REQUIRE
 
 
 def _build(pk: Path, build: Path, env: dict) -> subprocess.CompletedProcess:

@@ -12,7 +12,6 @@ import errno
 import logging
 import os
 import re
-import shutil
 import signal
 import subprocess
 import time
@@ -22,9 +21,9 @@ import pytest
 
 import buildkit as bk
 from buildkit import SHARED1, SHARED2, SHARED_KEY, SKIPPED, TINY, TINY_KEY
+from require import requires
 
-pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None and not os.environ.get("EXPS_NVCC"),
-                                reason="needs nvcc")
+pytestmark = requires("nvcc")      # tests/require.py: skip, or fail under EXPS_REQUIRE
 PLACED = {TINY, SHARED1, SHARED2}
 TIMEOUT_S = 8   # compile timeout of the hang case (a Tiny TU compiles in ~2 s; links take < 1 s)
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -19,11 +18,12 @@ from codegen.emit import render
 from codegen.hostcheck import EDGE, EPS, P, POISON, CheckResult, check_air, check_kernel, raw_words
 from codegen.kernel import cover
 from codegen.model import load_air, parse_expressionsinfo, parse_starkinfo
+from require import pk_params, require, requires
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "provingkey-sample"
 PK = ROOT.parent / "shared" / "pk"
-pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+pytestmark = requires("gxx")      # tests/require.py: skip, or fail under EXPS_REQUIRE
 
 #: AIRs whose host check takes more than ~5 s
 SLOW = {"Large", "ConnectionNew", "Intermediates"}
@@ -111,12 +111,11 @@ PK_PARAMS = _params(PK)
 
 
 def test_pk_present_or_skip() -> None:
-    if not PK.is_dir():
-        pytest.skip(f"{PK} absent")
+    require("pk")
     assert len(PK_PARAMS) == 37
 
 
-@pytest.mark.parametrize("p", PK_PARAMS)
+@pytest.mark.parametrize("p", pk_params(PK_PARAMS))
 def test_pk_air_bit_identical(p) -> None:
     res, si, cov = _run(p)
     assert res.mismatches == []

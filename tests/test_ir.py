@@ -15,6 +15,7 @@ from codegen import ir
 from codegen.binfile import buffer_commit_size, read_bin
 from codegen.ir import KernelIR, Leaf, Op, Skip, Val, bin_order, ir_from_json, ir_to_json, lower, rank, swapped
 from codegen.model import CmPol, Expression, Operand, StarkInfo, Step, load_air
+from require import pk_params, require
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "provingkey-sample"
@@ -62,12 +63,11 @@ def _bin_operand_ok(si_json: dict, si: StarkInfo, arg, extended: bool, bin_opera
 
 
 def test_pk_present_or_skip() -> None:
-    if not PK.is_dir():
-        pytest.skip(f"{PK} absent")
+    require("pk")
     assert len(PK_AIRS) == 37
 
 
-@pytest.mark.parametrize("sipath", PK_AIRS, ids=_air_id)
+@pytest.mark.parametrize("sipath", pk_params(PK_AIRS), ids=_air_id)
 def test_lowered_ops_equal_the_bin(sipath: Path) -> None:
     """Every lowered op: arith and shape equal the bin's (arith, ops kind), A and B are the very
     operands the interpreter reads (type code, column / buffer index, opening, literal)."""
@@ -107,7 +107,7 @@ def test_lowered_ops_equal_the_bin(sipath: Path) -> None:
     assert n_ops == sum(len(e.code) for e in ei.expressions if e.exp_id != si_json["friExpId"])
 
 
-@pytest.mark.parametrize("sipath", PK_AIRS, ids=_air_id)
+@pytest.mark.parametrize("sipath", pk_params(PK_AIRS), ids=_air_id)
 def test_swap_rule_on_every_step(sipath: Path) -> None:
     """ir.bin_order on model operands of every step (FRI included): arith and the A operand's
     type code equal the bin's."""
@@ -137,8 +137,7 @@ def test_swap_rule_on_every_step(sipath: Path) -> None:
 
 def test_swapped_equal_dim_adds_occur_in_pk() -> None:
     """The only order-sensitive case (spec §1.4) is present in the keys the tests above cover."""
-    if not PK_AIRS:
-        pytest.skip(f"{PK} absent")
+    require("pk")
     count = 0
     for sipath in PK_AIRS:
         _, ei = load_air(sipath, _base(sipath) + ".expressionsinfo.json")

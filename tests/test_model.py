@@ -17,6 +17,7 @@ import pytest
 
 from codegen import model
 from codegen.model import ModelError, load_air, load_json
+from require import pk_params, require
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "provingkey-sample"
@@ -128,7 +129,7 @@ def test_medium_value_maps() -> None:
     assert names == ["gprod_col"] + ["im_col"] * 5
 
 
-@pytest.mark.parametrize("sipath", SAMPLE_AIRS + PK_AIRS,
+@pytest.mark.parametrize("sipath", SAMPLE_AIRS + pk_params(PK_AIRS),
                          ids=lambda p: str(p).split("/provingKey/")[-1].split("provingkey-sample/")[-1])
 def test_every_real_and_sample_air_parses(sipath: Path) -> None:
     base = str(sipath)[: -len(".starkinfo.json")]
@@ -156,8 +157,7 @@ def test_every_real_and_sample_air_parses(sipath: Path) -> None:
 
 
 def test_pk_present_or_skip() -> None:
-    if not PK.is_dir():
-        pytest.skip(f"{PK} absent")
+    require("pk")
     assert len(PK_AIRS) == 37
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import sys
 import textwrap
 
@@ -15,9 +14,9 @@ import pytest
 
 import buildkit as bk
 from buildkit import SHARED1, SHARED2, SHARED_KEY, SKIPPED, SKIPPED_KEY, TINY, TINY_KEY
+from require import requires
 
-pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None and not os.environ.get("EXPS_NVCC"),
-                                reason="needs nvcc")
+pytestmark = requires("nvcc")      # tests/require.py: skip, or fail under EXPS_REQUIRE
 PLACED = {TINY, SHARED1, SHARED2}
 
 

@@ -1,11 +1,11 @@
-"""toolchain.py against the real nvcc (arch 90 only, to stay quick)."""
+"""toolchain.py: ptxas parsing, nvcc discovery, gencode/options/knobs and the compile guard need
+no nvcc and always run; the rest runs against the real nvcc (arch 90 only, to stay quick) through
+the `nvcc` fixture, which requires it (tests/require.py: skip, or fail under EXPS_REQUIRE)."""
 
 from __future__ import annotations
 
 import ctypes
 import logging
-import os
-import shutil
 import stat
 import subprocess
 import time
@@ -14,9 +14,8 @@ from pathlib import Path
 import pytest
 
 from codegen import toolchain as tc
+from require import require
 
-pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None and not os.environ.get("EXPS_NVCC"),
-                                reason="needs nvcc")
 
 SPILL_CU = r"""
 // 32 live u64 values: register-hungry; spills under -maxrregcount 24 (ptxas' lower bound).
@@ -64,6 +63,7 @@ ptxas info    : Compile time = 2.409 ms
 
 @pytest.fixture(scope="module")
 def nvcc() -> Path:
+    require("nvcc")
     return tc.find_nvcc()
 
 
@@ -300,11 +300,11 @@ def test_link_shared_loads_with_ctypes(tmp_path, nvcc):
     lib = ctypes.CDLL(str(so))
     assert lib.exps_answer() == 42
     assert sorted(p.name for p in so.parent.iterdir()) == ["libhost.so"]
-    if shutil.which("readelf"):
-        sections = subprocess.run(["readelf", "-S", str(so)], capture_output=True, text=True).stdout
-        assert ".symtab" not in sections  # stripped
-        dyn = subprocess.run(["readelf", "-d", str(so)], capture_output=True, text=True).stdout
-        assert "libcudart" not in dyn  # static runtime
+    require("binutils")
+    sections = subprocess.run(["readelf", "-S", str(so)], capture_output=True, text=True, check=True).stdout
+    assert ".symtab" not in sections and ".dynsym" in sections  # stripped
+    dyn = subprocess.run(["readelf", "-d", str(so)], capture_output=True, text=True, check=True).stdout
+    assert "libcudart" not in dyn and "NEEDED" in dyn  # static runtime
 
 
 def test_link_failure_leaves_nothing(tmp_path, nvcc):
@@ -334,10 +334,10 @@ def test_launcher_is_used(tmp_path, nvcc, monkeypatch):
     assert res.report["k"]["sm_90"]["registers"] > 0
 
 
-@pytest.mark.skipif(shutil.which("ccache") is None, reason="ccache not installed")
 def test_ccache_launcher_hits(tmp_path, nvcc, monkeypatch):
     """ccache (4.x) treats nvcc as a compiler and caches multi-gencode compiles; on a hit it
     replays the stored stderr, so the ptxas report survives."""
+    require("ccache")
     monkeypatch.setenv("CCACHE_DIR", str(tmp_path / "ccache"))
     monkeypatch.setenv("EXPS_LAUNCHER", "ccache")
     tu = tmp_path / "k.cu"

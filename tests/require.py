@@ -1,0 +1,78 @@
+"""What a test needs from the machine, and whether its absence skips or fails.
+
+`require(what)` (or the `@pytest.mark.requires(what, ...)` mark, applied by tests/conftest.py)
+skips the test with a reason when `what` is missing -- unless `what` is listed in the environment
+variable `EXPS_REQUIRE` (comma separated, e.g. `EXPS_REQUIRE=nvcc,pk,ccache,binutils`, as .ci/run
+sets it), in which case the test FAILS: in CI a missing tool or proving key is an error, never a
+quiet skip. Names: nvcc, pk (../shared/pk), ccache, binutils (nm, readelf), gxx (g++).
+
+`pk_params(items)` is for tests parametrized over the real AIRs of ../shared/pk: without the key
+it yields one placeholder parameter that requires "pk" (a visible skip, or a failure under
+EXPS_REQUIRE), instead of an empty parameter set.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PK = ROOT.parent / "shared" / "pk"
+
+KNOWN = ("nvcc", "pk", "ccache", "binutils", "gxx")
+
+
+def required() -> frozenset[str]:
+    """The names of EXPS_REQUIRE; an unknown name is an error (a typo must not disable a check)."""
+    names = frozenset(n.strip() for n in os.environ.get("EXPS_REQUIRE", "").split(",") if n.strip())
+    bad = sorted(names - set(KNOWN))
+    if bad:
+        raise pytest.UsageError(f"EXPS_REQUIRE: unknown name(s) {bad}; known: {', '.join(KNOWN)}")
+    return names
+
+
+def missing(what: str) -> str:
+    """'' when `what` is available here, else why not."""
+    if what == "nvcc":
+        return "" if shutil.which("nvcc") or os.environ.get("EXPS_NVCC") else "nvcc not on PATH (nor EXPS_NVCC)"
+    if what == "pk":
+        return "" if PK.is_dir() else f"{PK} absent"
+    if what == "ccache":
+        return "" if shutil.which("ccache") else "ccache not on PATH"
+    if what == "binutils":
+        gone = [t for t in ("nm", "readelf") if shutil.which(t) is None]
+        return f"binutils: {', '.join(gone)} not on PATH" if gone else ""
+    if what == "gxx":
+        cxx = os.environ.get("CXX", "g++")
+        return "" if shutil.which(cxx) else f"{cxx} not on PATH"
+    raise ValueError(f"unknown requirement {what!r} (known: {', '.join(KNOWN)})")
+
+
+def have(what: str) -> bool:
+    return not missing(what)
+
+
+def require(*whats: str) -> None:
+    """Skip (or, under EXPS_REQUIRE, fail) unless every one of `whats` is available."""
+    for what in whats:
+        why = missing(what)
+        if not why:
+            continue
+        if what in required():
+            pytest.fail(f"EXPS_REQUIRE={what}: {why}", pytrace=False)
+        raise pytest.skip.Exception(why, _use_item_location=True)   # reported at the test, not here
+
+
+def requires(*whats: str) -> pytest.MarkDecorator:
+    """Mark form of `require` (module `pytestmark`, a class or a test)."""
+    return pytest.mark.requires(*whats)
+
+
+def pk_params(items: list, ids=None) -> list:
+    """`items` (parameters over the real AIRs) or, without ../shared/pk, one placeholder that
+    requires "pk"."""
+    if items:
+        return items
+    return [pytest.param(None, marks=requires("pk"), id="no-shared-pk")]
