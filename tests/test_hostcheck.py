@@ -400,3 +400,38 @@ def test_launch_expr_every_shape() -> None:
                                         None) == 0
         assert np.all(buf == POISON)
         assert [lib.exps_expr_covered(e) for e in range(1, 10)] == [0, 1, 1, 1, 1, 1, 1, 1, 0]
+
+
+# ============================== real chunked Q at the tuner's chunking, in the default run (issue 11)
+CONNECTION_NEW = PK / "connection/provingKey/connection/Connection/airs/ConnectionNew/air/ConnectionNew"
+MEDIUM = SAMPLE / "synth/Basic/airs/Medium/air/Medium"
+
+
+@requires("nvcc")
+@pytest.mark.parametrize("which", ["ConnectionNew", "Medium"])
+def test_host_check_at_the_tuners_chunking(which: str, tmp_path: Path) -> None:
+    """The real autotune (build.act_ir + act_tune, probes compiled by nvcc for sm_90) chooses the
+    chunking; the host check then runs that very plan (many chunks, ample and tight scratch) on a
+    real key's Q (ConnectionNew, 596 ops) and on a sample AIR (Medium, 483 ops)."""
+    from codegen.build import act_ir, act_tune
+    if which == "ConnectionNew":
+        require("pk")
+    base = CONNECTION_NEW if which == "ConnectionNew" else MEDIUM
+    si_p, ei_p = Path(f"{base}.starkinfo.json"), Path(f"{base}.expressionsinfo.json")
+    ir_json, tune_json = tmp_path / "ir.json", tmp_path / "tune.json"
+    assert act_ir(which, str(si_p), str(ei_p), str(ir_json), []) is not False
+    assert act_tune(which, str(ir_json), str(tune_json), str(tmp_path / "probe"), [90], None, launcher=[])
+    tune = json.loads(tune_json.read_text())
+    opc = tune["ops_per_chunk"]
+    si, ei = load_air(si_p, ei_p)
+    cov = cover(si, ei)
+    assert tune["skip"] == "" and tune["probes"]
+    assert cov.q_ops == {"ConnectionNew": 596, "Medium": 483}[which]
+    assert 0 < opc < cov.q_ops                      # the tuner chunks both (64 ops with nvcc 13)
+    ks = hostcheck.kernel_source(which, cov, opc)
+    assert ks.plan.n_chunks == -(-cov.q_ops // opc) >= 2 and ks.plan.total_slots > 0
+    res = check_air(which, si, json.loads(si_p.read_text()), json.loads(ei_p.read_text()), cov, ops_per_chunk=opc)
+    assert res.mismatches == []
+    q_words, checks, words = _expected_counts(si, cov)
+    n_ext = min(max(1 << si.n_bits_ext, 1024), 1 << 13)
+    assert (res.q_words, res.expr_checks, res.expr_words) == (2 * 3 * n_ext, checks, words)
