@@ -2,7 +2,7 @@
 
 Everything that runs nvcc lives here. nvcc always runs from an argv list (no shell of ours) inside
 a private work dir (cwd and ``TMPDIR``) with a safe name; nvcc itself passes paths through ``sh``,
-so every path it sees is one we made from ``[A-Za-z0-9_./-]`` (links in the work dir to the TU's
+so every path it sees is one we made from ``[A-Za-z0-9_./-]`` (entries of the work dir for the TU's
 dir, include dirs and objects). Only the finished object / shared library is published, through
 :func:`codegen.cache.atomic_write` (the one atomic writer).
 
@@ -460,6 +460,48 @@ def _check_safe(name: str, what: str) -> str:
     return name
 
 
+def _real_is_safe(p: str | Path) -> bool:
+    r = os.path.realpath(p)
+    return bool(SAFE_PATH.fullmatch(r)) and not r.startswith("-")
+
+
+def _link_or_copy(src: str | Path, dst: str | Path) -> None:
+    """A hard link (same inode: no copy; our writers replace files by rename, never in place)
+    or, across file systems, a copy."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copyfile(src, dst)
+
+
+def _mirror_file(target: Path, dst: str) -> None:
+    """`dst` (a safe name in the work dir) shows the file `target` to nvcc. nvcc resolves
+    symlinks and hands the REAL path to ``sh``, so a symlink only when that real path is safe;
+    else a hard link or a copy (a build dir named ``b$(...)`` is never seen by nvcc)."""
+    if _real_is_safe(target):
+        os.symlink(target, dst)
+    else:
+        _link_or_copy(os.path.realpath(target), dst)
+
+
+def _mirror_dir(target: Path, dst: str, tu_name: str | None) -> None:
+    """`dst` shows the directory `target` to nvcc: a symlink when its real path is safe; else a
+    real directory with (for the TU's dir, `tu_name` given) the TU and the headers next to it —
+    every regular file but the other `.cu` TUs — or (an include dir) a copy of the tree."""
+    if _real_is_safe(target):
+        os.symlink(target, dst, target_is_directory=True)
+        return
+    real = os.path.realpath(target)
+    if tu_name is None:
+        shutil.copytree(real, dst, copy_function=_link_or_copy)
+        return
+    os.mkdir(dst)
+    for e in os.scandir(real):
+        if (e.name == tu_name or not e.name.endswith(".cu")) and e.is_file() \
+                and _SAFE_COMPONENT.fullmatch(e.name):
+            _link_or_copy(e.path, os.path.join(dst, e.name))
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -581,12 +623,12 @@ def compile_object(tu_path: Path, out_obj: Path, opts: CompileOptions, *,
     tu_name = _check_safe(tu_path.name, "translation unit name")
     out_name = safe_component(out_obj.name)
     with workdir("nvcc") as work:
-        # the TU's dir and every include dir become safe-named links in the work dir
+        # the TU's dir and every include dir appear under safe names in the work dir
         links: dict[Path, str] = {tu_path.parent: "src"}
         for d in include_dirs:
             links.setdefault(Path(d).resolve(), f"inc{len(links)}")
         for target, name in links.items():
-            os.symlink(target, os.path.join(work, name), target_is_directory=True)
+            _mirror_dir(target, os.path.join(work, name), tu_name if name == "src" else None)
         real = {f"src/{tu_name}": str(tu_path), out_name: str(out_obj),
                 **{name: str(target) for target, name in links.items()}}
         argv = [*launcher, str(nvcc), "-c", *opts.flags(),
@@ -622,7 +664,7 @@ def link_shared(objs: Sequence[Path], out_so: Path, opts: CompileOptions, *,
                 rel = os.path.join(str(i), *(safe_component(c) for c in
                                              (o.parent.parent.name or "r", o.parent.name or "r", o.name)))
                 os.makedirs(os.path.join(work, os.path.dirname(rel)))
-                os.symlink(o, os.path.join(work, rel))
+                _mirror_file(o, os.path.join(work, rel))
                 names.append(rel)
                 real[rel] = str(o)
             argv = [*launcher, str(nvcc), "-shared", "-cudart", "static", "-Xcompiler", "-fPIC",

@@ -1,0 +1,326 @@
+"""Issue #17 through the real CLI (`exps-codegen build/status` subprocesses, arch 90, chunk 0, the
+SMALL AIRs): hostile path names never execute anything, unreadable / vanished AIRs lose their
+`.so` with a line in the summary, strict JSON (duplicate key, dangling hint) fails one AIR only,
+and a full disk (a real tmpfs) gives one line per failing AIR and no partial `.so`.
+
+nvcc hands its paths to `sh`: a name such as `k$(touch $INJ_MARK)` would create the file named by
+the environment variable INJ_MARK (an absolute path, so it shows wherever the shell ran). Those
+builds run real nvcc compiles and links (a private object cache, no link cache); the other tests
+reuse one warm object + link cache and take well under a second per build.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from buildkit import SAMPLE, SHARED1, SHARED2, SKIPPED, SMALL, TINY, copy_key, exps_codegen
+from codegen import toolchain as tc
+
+pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None and not os.environ.get("CI"),
+                                reason="needs nvcc (required under CI=true)")
+
+BUILT = (TINY, SHARED1, SHARED2)          # the SMALL AIRs that get a .so (Skipped is skipped)
+MARK = "$INJ_MARK"
+
+
+def _text(b: bytes) -> str:
+    return b.decode("utf-8", "backslashreplace")
+
+
+class Env:
+    """A tmp root with its own object cache, build root (EXPS_BUILD_ROOT) and marker path."""
+
+    def __init__(self, root: Path, cache: Path, link_cache: bool = True):
+        self.root, self.cache = root, cache
+        self.mark = root / "INJ_MARK_FILE"
+        self.env = dict(os.environ, EXPS_CACHE_DIR=str(cache), EXPS_BUILD_ROOT=str(root / "builds"),
+                        EXPS_LINK_CACHE="1" if link_cache else "0", INJ_MARK=str(self.mark))
+        self.env.pop("EXPS_LAUNCHER", None)
+
+    def run(self, cmd: str, pk: Path, build: Path | None = None, timeout: float = 300) -> tuple[int, str]:
+        argv = [*exps_codegen(), cmd, os.fsencode(str(pk)), "--arch", "90", "--chunk", "0"]
+        if build is not None:
+            argv += ["--build-dir", os.fsencode(str(build))]
+        r = subprocess.run(argv, env=self.env, cwd=self.root, capture_output=True, timeout=timeout)
+        return r.returncode, _text(r.stdout) + _text(r.stderr)
+
+
+def _no_traceback(out: str) -> None:
+    assert "Traceback" not in out, out
+
+
+def _so_files(pk: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(pk))[: -len(".exps.so")]: p.read_bytes() for p in pk.rglob("*.exps.so")}
+
+
+@pytest.fixture(scope="module")
+def warm(tmp_path_factory) -> tuple[Env, dict[str, bytes]]:
+    """One build of SMALL filling a shared object + link cache; the `.so` bytes it placed."""
+    root = tmp_path_factory.mktemp("hostile")
+    e = Env(root, root / "cache")
+    pk = copy_key(root / "warm_pk")
+    rc, out = e.run("build", pk, root / "warm_build")
+    assert rc == 0, out
+    so = _so_files(pk)
+    assert sorted(so) == sorted(BUILT)
+    return e, so
+
+
+@pytest.fixture
+def env(warm, tmp_path: Path) -> Env:
+    """A fresh root per test sharing the warm caches."""
+    return Env(tmp_path, warm[0].cache)
+
+
+# ============================================================================ hostile names
+SHELL = f"k$(touch {MARK}) `touch {MARK}`; touch {MARK}; 'q\" sp"
+
+
+@pytest.mark.parametrize("pk_name,build_name,cold", [
+    # `$(...)`, backticks, `;`, quotes and spaces in both names; nvcc compiles and links for real
+    (SHELL, "b" + SHELL, True),
+    # a newline (and a command after it) in both names
+    (f"k\ntouch {MARK}\n$(touch {MARK})", f"b\ntouch {MARK}\n", False),
+    # the default build dir (EXPS_BUILD_ROOT/<safe name>-<digest>) of a hostile key name
+    (SHELL, None, False),
+    # a build dir that is not valid UTF-8
+    ("k_plain", os.fsdecode(b"b\xff$(touch $INJ_MARK)"), False),
+], ids=["shell", "newline", "default_build_dir", "non_utf8_build_dir"])
+def test_hostile_names_build_and_execute_nothing(warm, tmp_path: Path, pk_name, build_name, cold) -> None:
+    _, ref = warm
+    # no link cache (every link runs nvcc); "cold": an empty object cache (every compile runs it)
+    e = Env(tmp_path, tmp_path / "cache" if cold else warm[0].cache, link_cache=False)
+    pk = copy_key(tmp_path / pk_name)
+    build = tmp_path / build_name if build_name is not None else None
+    rc, out = e.run("build", pk, build)
+    assert rc == 0, out
+    _no_traceback(out)
+    assert not e.mark.exists(), "a path was run by a shell"
+    assert list(tmp_path.rglob("INJ_MARK*")) == []
+    got = _so_files(pk)
+    assert sorted(got) == sorted(BUILT)
+    assert {k: len(v) for k, v in got.items()} == {k: len(ref[k]) for k in BUILT}
+    assert "4 AIRs: 2 kernels generated, 2 compiled, 3 .so placed, 1 skipped, 0 failed" in out
+    if build is not None:
+        assert (build / ".lock").exists() or any(build.iterdir())     # the build dir named was used
+    rc, out = e.run("status", pk, build)
+    assert rc == 0 and "3 current, 0 stale, 0 missing, 1 skipped" in out, out
+
+
+def test_non_utf8_key_name_is_refused_with_one_line(env: Env) -> None:
+    pk = copy_key(Path(os.fsdecode(bytes(env.root) + b"/k\xfe$(touch $INJ_MARK)")))
+    rc, out = env.run("build", pk, env.root / "b")
+    assert rc == 2, out
+    assert out.count("\n") == 1 and "provingKey path is not valid UTF-8" in out, out
+    assert not env.mark.exists() and _so_files(pk) == {}
+
+
+def test_non_utf8_air_inside_the_key_is_refused_the_others_build(env: Env, warm) -> None:
+    pk = copy_key(env.root / "pk")
+    bad = Path(os.fsdecode(bytes(pk) + b"/synth/Basic/airs/T\xffny/air"))
+    bad.mkdir(parents=True)
+    for suffix in (".starkinfo.json", ".expressionsinfo.json"):
+        shutil.copyfile(SAMPLE / (TINY + suffix), bad / ("Tiny" + suffix))
+    rc, out = env.run("build", pk, env.root / "b")
+    _no_traceback(out)
+    assert sorted(_so_files(pk)) == sorted(BUILT)
+    assert "synth/Basic/airs/T\\xffny/air/Tiny" in out and "refused: path is not valid UTF-8" in out, out
+    assert "1 refused" in out, out
+    assert rc == 0, out
+
+
+# ============================================================== unreadable or vanished AIRs
+def _fifo(p: Path) -> None:
+    p.unlink()
+    os.mkfifo(p)
+
+
+def _dir(p: Path) -> None:
+    p.unlink()
+    p.mkdir()
+
+
+def _loop(p: Path) -> None:
+    p.unlink()
+    p.symlink_to(p.name)
+
+
+def _no_exprs(p: Path) -> None:
+    p.with_name(p.name.replace(".starkinfo.", ".expressionsinfo.")).unlink()
+
+
+@pytest.mark.parametrize("make,why", [
+    (_fifo, "starkinfo is a FIFO"),
+    (_dir, "starkinfo is a directory"),
+    (_loop, "starkinfo is a symlink loop"),
+    (_no_exprs, "expressionsinfo is missing"),
+], ids=["fifo", "directory", "symlink_loop", "vanished_expressionsinfo"])
+def test_unreadable_air_loses_its_so(env: Env, make, why: str) -> None:
+    pk = copy_key(env.root / "pk")
+    build = env.root / "b"
+    rc, out = env.run("build", pk, build)
+    assert rc == 0 and sorted(_so_files(pk)) == sorted(BUILT), out
+    shared = {r: (pk / (r + ".exps.so")).stat().st_mtime_ns for r in (SHARED1, SHARED2)}
+    make(pk / (TINY + ".starkinfo.json"))
+    t0 = time.monotonic()
+    rc, out = env.run("build", pk, build, timeout=120)       # a read of the FIFO would hang here
+    assert time.monotonic() - t0 < 60
+    _no_traceback(out)
+    assert sorted(_so_files(pk)) == [SHARED1, SHARED2]
+    assert {r: (pk / (r + ".exps.so")).stat().st_mtime_ns for r in (SHARED1, SHARED2)} == shared
+    assert f"removed {pk / TINY}.exps.so: was built, now unreadable: {why}" in out, out
+    # the summary keeps a row for the AIR (a refused one now), and so does status
+    [row] = [ln for ln in out.splitlines() if ln.startswith(TINY + " ")]
+    assert "refused" in row and f"unreadable: {why}" in row, out
+    assert rc == 0, out
+    rc, out = env.run("status", pk, build, timeout=120)
+    [row] = [ln for ln in out.splitlines() if ln.startswith(TINY + " ")]
+    assert "refused" in row and f"unreadable: {why}" in row, out
+    assert "2 current, 0 stale, 0 missing, 1 skipped" in out, out
+
+
+def test_so_of_a_vanished_air_is_removed(env: Env) -> None:
+    pk = copy_key(env.root / "pk")
+    build = env.root / "b"
+    assert env.run("build", pk, build)[0] == 0
+    for suffix in (".starkinfo.json", ".expressionsinfo.json"):
+        (pk / (TINY + suffix)).unlink()
+    rc, out = env.run("build", pk, build)
+    _no_traceback(out)
+    assert rc == 0, out
+    assert sorted(_so_files(pk)) == [SHARED1, SHARED2]
+    assert f"removed {pk / TINY}.exps.so: was built, now its AIR is gone: no Tiny.starkinfo.json" in out, out
+
+
+# ============================================================ duplicate key, dangling hint
+def _dup_nbits(si: Path, ei: Path) -> tuple[Path, str]:
+    d = json.loads(si.read_text())
+    d["starkStruct"]["__dup__"] = 1
+    si.write_text(json.dumps(d).replace('"__dup__": 1', '"nBits": 99'))
+    return si, "starkStruct.nBits: duplicate key 'nBits'"
+
+
+def _dangling_hint(si: Path, ei: Path) -> tuple[Path, str]:
+    d = json.loads(ei.read_text())
+    assert d["hintsInfo"][0]["fields"][1]["values"][0]["op"] == "tmp"
+    d["hintsInfo"][0]["fields"][1]["values"][0]["id"] = 4242
+    ei.write_text(json.dumps(d))
+    return ei, ("hintsInfo[0].fields[1].values[0].id: hint references expression 4242, "
+                "which is not in expressionsCode")
+
+
+@pytest.mark.parametrize("mutate", [_dup_nbits, _dangling_hint], ids=["duplicate_key", "dangling_hint"])
+def test_strict_json_fails_one_air_only(env: Env, mutate) -> None:
+    pk = copy_key(env.root / "pk")
+    build = env.root / "b"
+    assert env.run("build", pk, build)[0] == 0
+    file, msg = mutate(pk / (TINY + ".starkinfo.json"), pk / (TINY + ".expressionsinfo.json"))
+    rc, out = env.run("build", pk, build)
+    _no_traceback(out)
+    assert sorted(_so_files(pk)) == [SHARED1, SHARED2]           # Tiny's old .so is gone
+    [row] = [ln for ln in out.splitlines() if ln.startswith(TINY + " ")]
+    assert "skipped" in row and f"bad input: {file}: {msg}" in row, out
+    assert "2 .so placed, 2 skipped, 0 failed" in out, out
+    assert rc == 0, out
+
+
+# ======================================================================== a full disk
+def _mount_tmpfs(d: Path, size: str) -> None:
+    d.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(d)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({r.stderr.strip() or r.returncode}): "
+                    "the disk-full test needs root or CAP_SYS_ADMIN")
+
+
+def _fill(d: Path, leave: int) -> Path:
+    st = os.statvfs(d)
+    filler = d / "filler"
+    with open(filler, "wb") as f:
+        f.write(b"\0" * max(0, st.f_bavail * st.f_frsize - leave))
+    return filler
+
+
+@pytest.fixture
+def tmpfs(tmp_path: Path):
+    d = tmp_path / "mnt"
+    _mount_tmpfs(d, "8m")
+    yield d
+    subprocess.run(["umount", "-l", str(d)], check=False)
+
+
+def test_full_disk_one_line_per_air_no_partial_so(env: Env, warm, tmpfs: Path) -> None:
+    """Key and build dir on an 8 MiB tmpfs filled up to ~1.2 MiB free: the JSON stages fit, the
+    objects and the `.so` files (~1.1 MiB each) do not all fit. Whatever stage hits ENOSPC, that AIR fails with
+    one line, no partial or temporary file stays in the key, and the summary matches the disk."""
+    _, ref = warm
+    pk = copy_key(tmpfs / "pk")
+    filler = _fill(tmpfs, 1200 << 10)
+    rc, out = env.run("build", pk, tmpfs / "b")
+    _no_traceback(out)
+    assert rc != 0, out
+    errors = [ln for ln in out.splitlines() if ln.startswith("ERROR:")]
+    assert errors and all("[Errno 28] No space left on device" in ln for ln in errors), out
+    got = _so_files(pk)
+    for rel, data in got.items():                      # a .so on disk is a complete, current one
+        assert data == ref[rel], rel
+    assert f"{len(got)} .so placed" in out, out
+    failed = [r for r in BUILT if r not in got]
+    assert failed, out
+    for rel in failed:      # each failing AIR is named by an error line (its own or its kernel's)
+        assert any(rel in ln for ln in errors), (rel, out)
+    names = {p.name for p in pk.rglob("*") if p.is_file()}
+    assert all(n.endswith((".starkinfo.json", ".expressionsinfo.json", ".exps.so")) for n in names), names
+    # space again: the next build completes and places every .so
+    filler.unlink()
+    rc, out = env.run("build", pk, tmpfs / "b")
+    assert rc == 0, out
+    assert _so_files(pk) == {r: ref[r] for r in BUILT}
+
+
+@pytest.mark.xfail(reason="needs lead wiring: the build lock and doit's dependency db write into a "
+                          "full build dir outside any AIR's stage (Traceback from buildlock.acquire "
+                          "/ doit dependency.close)", strict=False)
+@pytest.mark.parametrize("leave", [0, 64 << 10], ids=["no_space", "64k"])
+def test_build_dir_full_from_the_start(env: Env, tmpfs: Path, leave: int) -> None:
+    pk = copy_key(env.root / "pk")
+    _fill(tmpfs, leave)
+    rc, out = env.run("build", pk, tmpfs / "b")
+    _no_traceback(out)
+    assert rc != 0 and "No space left on device" in out, out
+    assert _so_files(pk) == {}
+
+
+# ============================================================ nvcc work dirs of dead pids
+def test_reap_stale_workdirs(tmp_path: Path) -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = tmp_path / f"exps-nvcc-{dead.pid}-abc_123"
+    live = tmp_path / f"exps-link-{os.getppid()}-xyz"
+    mine = tmp_path / f"exps-nvcc-{os.getpid()}-q"
+    other = tmp_path / "exps-other-1-x"
+    for d in (stale, live, mine, other):
+        (d / "src").mkdir(parents=True)
+    (stale / "src" / "k.cu").write_text("x")
+    assert tc.reap_stale_workdirs(tmp_path) == [str(stale)]
+    assert not stale.exists() and live.is_dir() and mine.is_dir() and other.is_dir()
+
+
+def test_safe_names() -> None:
+    assert tc.safe_component("basic_a0_0.cu") == "basic_a0_0.cu"
+    for bad in ("a b.o", "$(x).o", "a'b", "-rf", "..", "x\n.o"):
+        got = tc.safe_component(bad)
+        assert tc._SAFE_COMPONENT.fullmatch(got) and not got.startswith("-") and got not in (".", ".."), got
+    assert tc.safe_component("a b.o").endswith(".o") and tc.safe_component("a b.o") != tc.safe_component("a c.o")
+    assert tc.SAFE_PATH.fullmatch(tc.safe_temp_root())
+    with pytest.raises(tc.UnsafePathError):
+        tc._check_safe("k$(id).cu", "translation unit name")
+    assert stat.S_ISDIR(os.stat(tc.safe_temp_root()).st_mode)
