@@ -81,7 +81,8 @@ def cover(si: StarkInfo, ei: ExpressionsInfo, cap: int = CAP, expr_cap: int = EX
             cov.skipped_exprs.append(r)
             continue
         lowered[e.exp_id] = r
-    num = numerator_dims(ei, {k: v.out_dim for k, v in lowered.items()})
+    # a numerator's dim is its expression's bin destDim (the last step's dest), covered or not
+    num = numerator_dims(ei, {e.exp_id: e.code[-1].dest.dim for e in ei.expressions if e.code})
     for exp_id, r in lowered.items():
         dims = num.get(exp_id, set())
         if r.out_dim == 3 and dims == {1, 3}:

@@ -361,14 +361,18 @@ def _pair(num: int, den: int, name: str = "im_col", suffix: str = "") -> dict:
         {"name": "denominator" + suffix, "values": [{"op": "tmp", "id": den, "dim": 3, "pos": []}]}]}
 
 
-#: expId -> (vdim, numerator dims in hintsInfo); 9 pairs with both dims: not covered
-ENUM = {2: (1, {1}), 3: (1, {3}), 4: (1, set()), 5: (3, set()), 6: (3, {1}), 7: (3, {3}), 8: (3, {3}), 9: (3, {1, 3})}
+#: expId -> (vdim, numerator dims in hintsInfo); 9 pairs with both dims: not covered; 10's numerator
+#: 11 is not covered (reads Zi) and its hint value says dim 3, but its code (the bin destDim) is dim 1
+ENUM = {2: (1, {1}), 3: (1, {3}), 4: (1, set()), 5: (3, set()), 6: (3, {1}), 7: (3, {3}), 8: (3, {3}),
+        9: (3, {1, 3}), 10: (3, {1}), 11: (1, set())}
+ZI = {"type": "Zi", "boundaryId": 0, "dim": 1}
 EEI = {"expressionsCode": [EI["expressionsCode"][0],
                            _e(2, "sub", 1, CM0, CM1), _e(3, "mul", 1, CM1, CM0), _e(4, "add", 1, CM0, CM0),
                            _e(5, "add", 3, C2, CM1), _e(6, "mul", 3, C2, CM0), _e(7, "sub", 3, CM1, C2),
-                           _e(8, "mul", 3, C2, C2), _e(9, "add", 3, C2, C2)],
+                           _e(8, "mul", 3, C2, C2), _e(9, "add", 3, C2, C2), _e(10, "sub", 3, C2, C2),
+                           _e(11, "mul", 1, CM0, ZI)],
        "hintsInfo": [_pair(4, 2), _pair(5, 3), _pair(2, 6, "gsum_col", "_air"), _pair(7, 7), _pair(5, 8, "gprod_col", "_direct"),
-                     _pair(4, 9), _pair(8, 9)]}
+                     _pair(4, 9), _pair(8, 9), _pair(11, 10)]}
 
 
 def test_launch_expr_every_shape() -> None:
@@ -380,9 +384,11 @@ def test_launch_expr_every_shape() -> None:
     ei = parse_expressionsinfo(EEI, "enum.expressionsinfo.json", si)
     cov = cover(si, ei)
     assert {x.ir.exp_id: (x.ir.out_dim, x.num1) for x in cov.exprs} == {
-        2: (1, False), 3: (1, False), 4: (1, False), 5: (3, False), 6: (3, True), 7: (3, False), 8: (3, False)}
-    assert [(s.exp_id, s.reason) for s in cov.skipped_exprs] == [
-        (9, "denominator of numerators of both dims 1 and 3")]
+        2: (1, False), 3: (1, False), 4: (1, False), 5: (3, False), 6: (3, True), 7: (3, False), 8: (3, False),
+        10: (3, True)}
+    assert sorted(s.exp_id for s in cov.skipped_exprs) == [9, 11]
+    assert ("denominator of numerators of both dims 1 and 3" in
+            next(s.reason for s in cov.skipped_exprs if s.exp_id == 9))
     for e, (vdim, dims) in ENUM.items():
         assert reference.numerator_dims(EEI).get(e, set()) == dims
     ks = hostcheck.kernel_source("enum", cov, 0)
@@ -390,16 +396,16 @@ def test_launch_expr_every_shape() -> None:
         lib = hostcheck._load(hostcheck.build_host_library(render(ks), Path(d)))
         res = check_kernel(si, ESI, EEI, ks, lib, seed=5)
         assert res.mismatches == []
-        assert res.expr_checks == 7 * (len(hostcheck.EXPR_CASES) + 1) == 7 * 13
+        assert res.expr_checks == 8 * (len(hostcheck.EXPR_CASES) + 1) == 8 * 13
         assert {(m, dd) for m, dd, _ in hostcheck.EXPR_CASES} == {(m, dd) for m in (0, 1, 2) for dd in (1, 3)}
-        assert res.expr_words == 7 * 24 * 64
+        assert res.expr_words == 8 * 24 * 64
         # calls no prover makes: unknown mode, destDim 2, an uncovered or unknown expression
         buf = np.full(3 * 64, POISON, dtype=np.uint64)
         for exp_id, mode, ddim in ((2, 3, 1), (6, 1, 2), (6, 0, 0), (9, 0, 3), (1, 0, 3), (77, 0, 1)):
             assert lib.exps_launch_expr(exp_id, None, buf.ctypes.data, 64, 64, 0, 0, 0, mode, 0, 0, 3, ddim, 0,
                                         None) == 0
         assert np.all(buf == POISON)
-        assert [lib.exps_expr_covered(e) for e in range(1, 10)] == [0, 1, 1, 1, 1, 1, 1, 1, 0]
+        assert [lib.exps_expr_covered(e) for e in range(1, 12)] == [0, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0]
 
 
 # ============================== real chunked Q at the tuner's chunking, in the default run (issue 11)
