@@ -270,9 +270,14 @@ def test_full_disk_one_line_per_air_no_partial_so(env: Env, warm, tmpfs: Path) -
     errors = [ln for ln in out.splitlines() if ln.startswith("ERROR:")]
     assert errors and all("[Errno 28] No space left on device" in ln for ln in errors), out
     got = _so_files(pk)
-    for rel, data in got.items():                      # a .so on disk is a complete, current one
-        assert data == ref[rel], rel
+    # a .so on disk is a complete, current one (nvcc links are not byte-reproducible: sizes here,
+    # the embedded source hash through status)
+    assert {r: len(v) for r, v in got.items()} == {r: len(ref[r]) for r in got}
     assert f"{len(got)} .so placed" in out, out
+    rc_s, st = env.run("status", pk, tmpfs / "b")
+    for rel in BUILT:
+        [row] = [ln for ln in st.splitlines() if ln.startswith(rel + " ")]
+        assert ("current" if rel in got else "missing") in row, st
     failed = [r for r in BUILT if r not in got]
     assert failed, out
     for rel in failed:      # each failing AIR is named by an error line (its own or its kernel's)
@@ -283,7 +288,9 @@ def test_full_disk_one_line_per_air_no_partial_so(env: Env, warm, tmpfs: Path) -
     filler.unlink()
     rc, out = env.run("build", pk, tmpfs / "b")
     assert rc == 0, out
-    assert _so_files(pk) == {r: ref[r] for r in BUILT}
+    assert {r: len(v) for r, v in _so_files(pk).items()} == {r: len(ref[r]) for r in BUILT}
+    rc, st = env.run("status", pk, tmpfs / "b")
+    assert rc == 0 and "3 current, 0 stale, 0 missing, 1 skipped" in st, st
 
 
 @pytest.mark.xfail(reason="needs lead wiring: the build lock and doit's dependency db write into a "
