@@ -136,10 +136,26 @@ class TuneResult:
     ops_per_chunk: int = 0
     skip: str = ""
     probes: list[Probe] = field(default_factory=list)
+    how: str = "probed"          # probed | fixed (chunk given) | estimated (no nvcc)
+    arch: int | None = None      # the one arch the probes compiled for
 
     def to_json(self) -> dict:
-        return {"ops_per_chunk": self.ops_per_chunk, "skip": self.skip,
-                "probes": [p.__dict__ for p in self.probes]}
+        """Strict JSON: a spilling probe's cost (infinite) is written as null."""
+        def probe(p: Probe) -> dict:
+            d = dict(p.__dict__)
+            d["cost"] = d["cost"] if math.isfinite(d["cost"]) else None
+            return d
+        return {"ops_per_chunk": self.ops_per_chunk, "skip": self.skip, "how": self.how,
+                "arch": self.arch, "probes": [probe(p) for p in self.probes]}
+
+
+#: the arch autotune probes compile for when a build targets several: the H100/H200 (the GPUs
+#: the cost model was calibrated on) when present, else the newest
+TUNE_ARCH = 90
+
+
+def tune_arch(archs: list[int]) -> int:
+    return TUNE_ARCH if TUNE_ARCH in archs else max(archs)
 
 
 #: compile the plan's TUs, return per-chunk (registers, spill bytes) over all archs
@@ -154,10 +170,32 @@ def candidates(n: int) -> list[int]:
 def estimate(ir: KernelIR, opc: int, m: CostModel = CostModel()) -> Probe:
     pl = plan(ir, opc)
     regs = [estimate_regs(w, e - s) for w, (s, e) in zip(chunk_pressure(ir, pl), pl.chunks)]
-    return Probe(opc, pl.n_chunks, pl.total_slots, regs, 0, cost(ir, pl, regs, m), estimated=True)
+    over = max(regs) > MAX_REGS
+    return Probe(opc, pl.n_chunks, pl.total_slots, regs, 0,
+                 math.inf if over else cost(ir, pl, regs, m), estimated=True)
 
 
-def tune(ir: KernelIR, compile_plan: Compiler, slots_cap: int = 1000, max_probes: int = 6,
+def estimated_choice(ir: KernelIR, slots_cap: int = 1000, m: CostModel = CostModel()) -> TuneResult:
+    """The chunking the cost model predicts fastest from the IR's register pressure alone (no
+    compile): what `emit` uses when there is no nvcc to probe with."""
+    res = TuneResult(how="estimated")
+    probes = [estimate(ir, c, m) for c in candidates(len(ir.ops))]
+    ok = [p for p in probes if p.slots <= slots_cap and math.isfinite(p.cost)]
+    if not ok:
+        ok = [p for p in probes if p.slots <= slots_cap]
+    if not ok:
+        res.skip = f"every chunking needs more than SLOTS_CAP {slots_cap} scratch slots"
+        return res
+    best = min(ok, key=lambda p: (p.cost, p.ops_per_chunk))
+    res.ops_per_chunk = best.ops_per_chunk
+    res.probes = [best]
+    return res
+
+
+MAX_PROBES = 6
+
+
+def tune(ir: KernelIR, compile_plan: Compiler, slots_cap: int = 1000, max_probes: int = MAX_PROBES,
          m: CostModel = CostModel()) -> TuneResult:
     """Search for the cheapest no-spill chunking with few compiles.
 

@@ -18,13 +18,15 @@ import json
 import logging
 import os
 import shutil
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from . import EMITTER_VERSION
 from . import toolchain as tc
-from .autotune import TuneResult, tune
+from .autotune import MAX_PROBES, TuneResult, estimated_choice, tune, tune_arch
 from .cache import ObjectCache, atomic_write
+from .heartbeat import Heartbeat
 from .emit import COMMON_HEADER, TEMPLATES, KernelSource, render, source_hash
 from .kernel import CAP, EXPR_CAP, SLOTS_CAP, Coverage, cover, coverage_from_json, coverage_to_json
 from .model import ModelError, load_air
@@ -37,7 +39,7 @@ HIDDEN = ("-Xcompiler", "-fvisibility=hidden")
 
 def _write_json(path: Path, obj) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, (json.dumps(obj, indent=1, sort_keys=True) + "\n").encode())
+    atomic_write(path, (json.dumps(obj, indent=1, sort_keys=True, allow_nan=False) + "\n").encode())
 
 
 def read_json(path: Path):
@@ -177,35 +179,57 @@ def chunk_stats(key: str, pl: Plan, reports: list[dict]) -> tuple[list[int], int
 
 def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], chunk: int | None,
              slots_cap: int = SLOTS_CAP, launcher: list[str] | None = None) -> bool:
-    d, cov = load_coverage(ir_json)
-    doc: dict = {"format": FORMAT, "key": key}
-    if cov.air_skip:
-        doc.update({"skip": cov.air_skip, "ops_per_chunk": 0, "probes": []})
+    """Choose the chunking of Q. Probes compile for ONE arch (`tune_arch`): the choice is then
+    compiled for every target arch by `cc` (a spill on another arch costs speed there, never the
+    AIR's kernel), and when that arch is the only target `cc` reuses the winner's objects.
+    With `chunk` fixed nothing is compiled; with no toolchain (`archs == []`, `doit emit`
+    without nvcc) the cost model's estimate picks the chunking, and tune.json says so."""
+    try:
+        d, cov = load_coverage(ir_json)
+        doc: dict = {"format": FORMAT, "key": key}
+        if cov.air_skip:
+            doc.update({"skip": cov.air_skip, "ops_per_chunk": 0, "probes": []})
+            _write_json(Path(out), doc)
+            return True
+        q = cov.q
+        assert q is not None
+        if chunk is not None:
+            pl = plan(q, chunk)
+            res = TuneResult(pl.ops_per_chunk, how="fixed")
+            if pl.total_slots > slots_cap:
+                res.skip = f"chunk {chunk}: {pl.total_slots} scratch slots > SLOTS_CAP {slots_cap}"
+        elif not archs:
+            res = estimated_choice(q, slots_cap=slots_cap)
+            print(f"{key}: no nvcc to probe with: chunking estimated by the cost model "
+                  f"({res.ops_per_chunk or 'single kernel'} ops per chunk)", file=sys.stderr)
+        else:
+            cache = ObjectCache()
+            arch = tune_arch(archs)
+            opts = compile_options([arch])
+            n_probed = [0]
+            with Heartbeat(f"tune {key} ({len(q.ops)} Q ops, sm_{arch})") as hb:
+                def compile_plan(pl: Plan) -> tuple[list[int], int]:
+                    n_probed[0] += 1
+                    hb.status(f"probe {n_probed[0]} of at most {MAX_PROBES} "
+                              f"(chunk {pl.ops_per_chunk or 'single'}: {pl.n_chunks} kernels)")
+                    ks = KernelSource(key, q, pl, [], "0" * 64)
+                    files = {n: t for n, t in render(ks).items() if "_q" in n[len(key):]}
+                    sub = Path(work_dir) / f"probe_{pl.ops_per_chunk}"
+                    tus = _stage_sources(files, sub)
+                    got = compile_tus(tus, sub / "obj", opts, cache, launcher)
+                    return chunk_stats(key, pl, [r for _, r, _ in got.values()])
+
+                res = tune(q, compile_plan, slots_cap=slots_cap)
+                res.arch = arch
+            shutil.rmtree(work_dir, ignore_errors=True)
+        doc.update(res.to_json())
         _write_json(Path(out), doc)
-        return True
-    q = cov.q
-    assert q is not None
-    if chunk is not None:
-        pl = plan(q, chunk)
-        res = TuneResult(pl.ops_per_chunk)
-        if pl.total_slots > slots_cap:
-            res.skip = f"chunk {chunk}: {pl.total_slots} scratch slots > SLOTS_CAP {slots_cap}"
-    else:
-        cache = ObjectCache()
-        opts = compile_options(archs)
-
-        def compile_plan(pl: Plan) -> tuple[list[int], int]:
-            ks = KernelSource(key, q, pl, [], "0" * 64)
-            files = {n: t for n, t in render(ks).items() if "_q" in n[len(key):]}
-            sub = Path(work_dir) / f"probe_{pl.ops_per_chunk}"
-            tus = _stage_sources(files, sub)
-            got = compile_tus(tus, sub / "obj", opts, cache, launcher)
-            return chunk_stats(key, pl, [r for _, r, _ in got.values()])
-
-        res = tune(q, compile_plan, slots_cap=slots_cap)
-        shutil.rmtree(work_dir, ignore_errors=True)
-    doc.update(res.to_json())
-    _write_json(Path(out), doc)
+    except tc.CompileError as e:
+        log.error("autotune of kernel %s failed: %s", key, _why(e))
+        return False
+    except OSError as e:   # disk full, no permission: this kernel fails, the others go on
+        log.error("autotune of kernel %s failed: %s", key, e)
+        return False
     return True
 
 

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from . import EMITTER_VERSION
+from .preflight import UserError
 
 log = logging.getLogger("exps_codegen")
 
@@ -34,7 +35,9 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="fixed ops per Q chunk (0 = one kernel); turns autotune off")
     p.add_argument("--launcher", default=os.environ.get("EXPS_LAUNCHER") or None,
                    help="compiler launcher in front of nvcc, e.g. ccache (env EXPS_LAUNCHER)")
-    p.add_argument("--build-dir", default=None, help="build dir (default build/exps/<key>-<hash> here)")
+    p.add_argument("--build-dir", default=None,
+                   help="build dir (default: $EXPS_BUILD_ROOT or ~/.cache/exps-codegen/builds, then "
+                        "<key name>-<digest of its path>: the one `doit pk=PK` uses too)")
     p.add_argument("--compile-timeout", type=float, default=None, metavar="S",
                    help="kill an nvcc compile or link after S seconds (that AIR fails; default: none)")
     p.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, help="parallel tasks")
@@ -77,43 +80,53 @@ def legacy_parser() -> argparse.ArgumentParser:
 def _settings(a):
     from .tasks import Settings
     build = getattr(a, "keep_dir", None) or a.build_dir
-    return Settings(pk=a.pk, build=build, arch=a.arch, cap=a.cap, chunk=a.chunk, launcher=a.launcher,
-                    compile_timeout=a.compile_timeout)
+    try:
+        return Settings(pk=a.pk, build=build, arch=a.arch, cap=a.cap, chunk=a.chunk,
+                        launcher=a.launcher, compile_timeout=a.compile_timeout)
+    except ValueError as e:
+        raise UserError(str(e)) from None
 
 
 def run_doit(s, targets: list[str], jobs: int = 1, emit_only: bool = False, extra: list[str] | None = None) -> int:
     from doit.cmd_base import ModuleTaskLoader
     from doit.doit_cmd import DoitMain
 
+    from .front import doit_config
     from .tasks import ProgressReporter, exps_tasks, lock_build, unlock_build
 
     def task_exps():
         yield from exps_tasks(s, emit_only=emit_only)
 
-    # continue: one AIR's failure must not stop the others (its dependants still do not run)
-    mod = {"task_exps": task_exps,
-           "DOIT_CONFIG": {"dep_file": str(Path(s.build) / ".doit.db"), "reporter": ProgressReporter,
-                           "verbosity": 1, "continue": True,
-                           "outfile": sys.stdout}}   # doit's default is sys.stdout as of its import
+    cfg = doit_config(s)
+    cfg["outfile"] = sys.stdout        # doit's default is sys.stdout as of its import
+    mod = {"task_exps": task_exps, "DOIT_CONFIG": cfg}
     argv = list(extra or ["run"])
     if jobs > 1 and argv[0] == "run":
         argv += ["-n", str(jobs), "-P", "thread"]
     lock_build(s)
     ProgressReporter.settings = s
+    ProgressReporter.emit_only = emit_only
     try:
         return DoitMain(ModuleTaskLoader(mod)).run(argv + targets)
     finally:
         unlock_build(s)   # a process that embeds us may build again, or let another build run
 
 
+def _preflight(s, need_nvcc: bool) -> None:
+    from .preflight import check
+    for note in check(s, need_nvcc=need_nvcc):
+        print(note, file=sys.stderr)
+
+
 def cmd_build(a) -> int:
     s = _settings(a)
-    rc = run_doit(s, ["link"], a.jobs)
-    return rc
+    _preflight(s, need_nvcc=True)
+    return run_doit(s, ["link", "gone"], a.jobs)
 
 
 def cmd_emit(a) -> int:
     s = _settings(a)
+    _preflight(s, need_nvcc=False)
     rc = run_doit(s, ["emit"], a.jobs, emit_only=True)
     if rc == 0:
         print(f"sources in {s.build}/<kernel>/src/")
@@ -121,20 +134,21 @@ def cmd_emit(a) -> int:
 
 
 def cmd_clean(a) -> int:
+    from .front import clean_build
     s = _settings(a)
-    rc = run_doit(s, [], extra=["clean", "--clean-all"])
-    if rc == 0 and Path(s.build).is_dir():
-        shutil.rmtree(s.build, ignore_errors=True)
-        print(f"removed {s.build}")
-    return rc
+    clean_build(s)
+    return 0
 
 
 def status_rows(s) -> list[dict]:
+    """Per AIR: current / stale / missing / skipped / refused / gone (a `.so` whose AIR became
+    unreadable or vanished: stale, the next build removes it)."""
     from .build import read_json
-    from .discover import discover
+    from .discover import scan
     from .emit import read_so_identity, source_hash
     rows = []
-    for p in discover(s.pk):
+    sc = scan(s.pk)
+    for p in sc.placements:
         ir = read_json(Path(s.build) / p.key / "ir.json") or {}
         man = read_json(Path(s.build) / p.key / "manifest.json") or {}
         skip = p.error or ir.get("air_skip") or man.get("skip") or ""
@@ -148,16 +162,25 @@ def status_rows(s) -> list[dict]:
         else:
             state = "stale"
         rows.append({"air": p.rel, "kernel": p.key, "state": state, "reason": skip})
+    for r in sc.refused:
+        rows.append({"air": r.rel, "kernel": "", "state": "refused", "reason": r.reason})
+    for b in sc.broken:
+        rows.append({"air": b.rel, "kernel": "", "state": "stale", "reason": b.reason})
     return rows
 
 
 def cmd_status(a) -> int:
-    rows = status_rows(_settings(a))
+    s = _settings(a)
+    from .preflight import check_key
+    check_key(s.pk)
+    rows = status_rows(s)
     w = max([len(r["air"]) for r in rows] + [3])
     for r in rows:
         print(f"{r['air'].ljust(w)}  {r['state']:<8} {r['reason']}")
-    counts = {k: sum(r["state"].startswith(k) for r in rows) for k in ("current", "stale", "missing", "skipped")}
-    print(", ".join(f"{v} {k}" for k, v in counts.items()))
+    counts = {k: sum(r["state"].startswith(k) for r in rows)
+              for k in ("current", "stale", "missing", "skipped", "refused")}
+    print(", ".join(f"{v} {k}" for k, v in counts.items() if v or k != "refused")
+          + f"  (build dir {s.build})")
     return 0 if counts["stale"] == 0 else 3
 
 
@@ -168,6 +191,8 @@ def cmd_verify(a) -> int:
     from .kernel import cover
     from .model import ModelError, load_air, load_json
     s = _settings(a)
+    from .preflight import check_key
+    check_key(s.pk)
     bad = 0
     tot_words = tot_exprs = 0
     print(f"{'AIR':<60} {'kernel':<28} {'Q ops':>6} {'chunks':>6} {'exprs':>5} {'checks':>6} {'words':>10}  result")
@@ -212,9 +237,7 @@ COMMANDS = {"build": cmd_build, "emit": cmd_emit, "status": cmd_status, "verify"
             "clean": cmd_clean, "gpucheck": cmd_gpucheck}
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
+def _dispatch(argv: list[str]) -> int:
     if any(x.startswith("--proving-key") for x in argv):
         a = legacy_parser().parse_args(argv)
         a.pk = a.proving_key
@@ -229,11 +252,26 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if a.verbose:
         logging.getLogger().setLevel(logging.DEBUG)
+    return COMMANDS[a.cmd](a)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Every user mistake is one line and exit code 2; an interrupt is one line and 130."""
+    from . import procs
+    from .preflight import UserError, fail
+    from .toolchain import ToolchainError
+    argv = sys.argv[1:] if argv is None else argv
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
+    procs.install()
     try:
-        return COMMANDS[a.cmd](a)
-    except FileNotFoundError as e:
-        print(f"exps-codegen: {e}", file=sys.stderr)
-        return 2
+        return _dispatch(argv)
+    except (UserError, ToolchainError, FileNotFoundError, NotADirectoryError) as e:
+        return fail(e)
+    except KeyboardInterrupt:       # before the handlers were installed / in a thread
+        print(procs.INTERRUPT_LINE, file=sys.stderr)
+        return 130
+    except BrokenPipeError:         # `exps-codegen status PK | head`
+        return 0
 
 
 if __name__ == "__main__":

@@ -11,10 +11,10 @@ in its stage's `config_changed` dict.
 """
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import logging
 import os
+import re
 import shlex
 import time
 from dataclasses import dataclass, field
@@ -23,16 +23,30 @@ from pathlib import Path
 from doit.reporter import ConsoleReporter
 from doit.tools import config_changed
 
-from . import EMITTER_VERSION
+from . import EMITTER_VERSION, buildlock, procs
 from . import build as B
 from . import toolchain as tc
-from .discover import Placement, discover, kernels
+from .discover import Placement, discover, kernels, scan
 from .emit import COMMON_HEADER, TEMPLATES
 from .kernel import CAP, EXPR_CAP, SLOTS_CAP
 
 log = logging.getLogger("exps_codegen")
 BASENAMES = ("ir", "tune", "emit", "cc", "link")
 SAMPLE = Path(__file__).resolve().parent.parent / "provingkey-sample"
+
+
+def default_build_dir(pk: Path) -> Path:
+    """The build dir of a key when none is given, the same for `doit` and `exps-codegen`
+    whatever the current directory: `$EXPS_BUILD_ROOT` (default `~/.cache/exps-codegen/builds`)
+    / `<key name, safe characters only>-<digest of the key's absolute path>`. Made only of
+    `[A-Za-z0-9_.-]`: no name from a provingKey ever reaches a compiler command line."""
+    root = os.environ.get("EXPS_BUILD_ROOT") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+        "exps-codegen", "builds")
+    raw = os.fsencode(str(pk))
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(pk).name.encode("utf-8", "surrogateescape")
+                  .decode("ascii", "replace"))[:40].strip("._") or "key"
+    return Path(root).expanduser() / f"{name}-{hashlib.sha256(raw).hexdigest()[:12]}"
 
 
 @dataclass
@@ -50,17 +64,20 @@ class Settings:
     _nvcc_text: str | None = field(default=None, repr=False)
 
     def __post_init__(self):
-        self.pk = Path(self.pk).resolve()
+        self.pk = Path(os.path.abspath(os.path.expanduser(str(self.pk))))
+        if self.pk.exists():
+            self.pk = self.pk.resolve()
         if self.build is None:
-            tag = hashlib.sha256(str(self.pk).encode()).hexdigest()[:8]
-            self.build = Path("build") / "exps" / f"{self.pk.name}-{tag}"
-        self.build = Path(self.build).resolve()
+            self.build = default_build_dir(self.pk)
+        self.build = Path(os.path.abspath(os.path.expanduser(str(self.build))))
         for name in ("cap", "expr_cap", "slots_cap"):
             if int(getattr(self, name)) <= 0:
-                raise ValueError(f"{name} must be positive")
+                raise ValueError(f"{name} must be a positive number of ops")
         if self.chunk is not None and int(self.chunk) < 0:
             raise ValueError("chunk must be >= 0 (0 = a single kernel)")
-        if self.launcher:   # nvcc runs in the TU's dir: a relative launcher path must not depend on it
+        if self.compile_timeout is not None and float(self.compile_timeout) <= 0:
+            raise ValueError("compile_timeout must be a positive number of seconds")
+        if self.launcher:   # nvcc runs in its own dir: a relative launcher path must not depend on it
             argv = shlex.split(self.launcher)
             if "/" in argv[0] and not os.path.isabs(argv[0]):
                 self.launcher = shlex.join([os.path.abspath(argv[0]), *argv[1:]])
@@ -69,7 +86,8 @@ class Settings:
         return shlex.split(self.launcher) if self.launcher else None
 
     def archs(self) -> list[int]:
-        """Resolved arch list; [] when nvcc is absent (cc/tune tasks then fail with the reason)."""
+        """Resolved arch list; [] when nvcc is absent (tune then estimates, cc fails with the
+        reason; the front ends refuse a build without nvcc before anything runs)."""
         if self._archs is None:
             try:
                 self._archs = tc.resolve_archs(self.arch, tc.find_nvcc())
@@ -110,15 +128,24 @@ def _need_toolchain(s: Settings) -> None:
         raise tc.ToolchainError(f"no usable GPU arch for spec {s.arch!r}")
 
 
-def _tune_action(s: Settings, key, ir_json, out, work):
-    _need_toolchain(s)
+def _tune_action(s: Settings, key, ir_json, out, work, emit_only=False):
+    if not emit_only:
+        try:
+            _need_toolchain(s)
+        except tc.ToolchainError as e:
+            log.error("tune %s: %s", key, e)
+            return False
     return B.act_tune(key, ir_json, out, work, s.archs(), s.chunk, s.slots_cap, s.launcher_argv())
 
 
 def _cc_action(s: Settings, key, manifest, obj_dir, out, so_paths, airs):
     m = B.read_json(Path(manifest))
     if m is not None and not m.get("skip"):
-        _need_toolchain(s)
+        try:
+            _need_toolchain(s)
+        except tc.ToolchainError as e:
+            log.error("cc %s: %s", key, e)
+            return False
     return B.act_cc(key, manifest, obj_dir, out, s.archs(), so_paths, airs, s.launcher_argv(),
                     s.compile_timeout)
 
@@ -131,16 +158,27 @@ def _clean_so(so_path: str, stamp: str, dryrun: bool = False) -> None:
     """Remove a `.so` only if our link made it (its stamp says placed)."""
     st = B.read_json(Path(stamp))
     if st and st.get("so") and Path(so_path).exists():
-        print(f"{'would remove' if dryrun else 'removing'} {so_path}")
+        print(f"{'would remove' if dryrun else 'removed'} {so_path}")
         if not dryrun:
             Path(so_path).unlink()
     if not dryrun:
         Path(stamp).unlink(missing_ok=True)
 
 
+def _absent(path) -> bool:
+    return not os.path.lexists(path)
+
+
+def orphan_name(b) -> str:
+    """Task name of a stale `.so` (its path may not be UTF-8: never a doit name or file_dep)."""
+    return hashlib.sha256(os.fsencode(str(b.so_path))).hexdigest()[:16]
+
+
 def exps_tasks(s: Settings, emit_only: bool = False):
-    """Yield every task of the build of `s.pk` (the stages in BASENAMES)."""
-    places = discover(s.pk)
+    """Yield every task of the build of `s.pk` (the stages in BASENAMES, plus `gone` for a
+    stale `.so` whose AIR became unreadable or vanished)."""
+    sc = scan(s.pk)
+    places = sc.placements
     kmap = kernels(places)
     tmpl = _templates()
     cfg_ir = {"emitter": EMITTER_VERSION, "cap": s.cap, "expr_cap": s.expr_cap}
@@ -150,11 +188,17 @@ def exps_tasks(s: Settings, emit_only: bool = False):
         "emit": "render the kernel's CUDA sources from templates/ into the build dir",
         "cc": "compile the kernel's translation units with nvcc (object cache)",
         "link": "link an AIR's <base>.exps.so next to its starkinfo (or remove it when skipped)",
+        "gone": "remove the .so of an AIR that became unreadable or vanished",
     }
-    for b in BASENAMES:
-        if emit_only and b in ("cc", "link"):
+    for b in BASENAMES + ("gone",):
+        if emit_only and b in ("cc", "link", "gone"):
             continue
         yield {"basename": b, "name": None, "doc": docs[b]}
+    if not emit_only:
+        for b in sc.broken:
+            yield {"basename": "gone", "name": orphan_name(b), "doc": b.reason,
+                   "actions": [(B.act_remove_orphan, [str(b.so_path), b.reason])],
+                   "uptodate": [(_absent, [str(b.so_path)])], "verbosity": 2}
     for key, ps in sorted(kmap.items()):
         kd = _kdir(s, key)
         first = ps[0]
@@ -163,15 +207,16 @@ def exps_tasks(s: Settings, emit_only: bool = False):
         ir_json, tune_json = kd / "ir.json", kd / "tune.json"
         manifest, objs = kd / "manifest.json", kd / "objs.json"
         if first.error:
-            yield _bad_air_task(s, key, first, ir_json, so_paths)
+            yield _bad_air_task(s, key, first, ir_json, so_paths, emit_only)
         else:
             yield {"basename": "ir", "name": key, "doc": f"{key}: {', '.join(airs)}",
                    "actions": [(B.act_ir, [key, str(first.starkinfo), str(first.expressions),
-                                           str(ir_json), so_paths, s.cap, s.expr_cap])],
+                                           str(ir_json), so_paths, s.cap, s.expr_cap, not emit_only])],
                    "file_dep": [str(first.starkinfo), str(first.expressions)],
                    "targets": [str(ir_json)], "uptodate": [config_changed(cfg_ir)], "clean": True}
         yield {"basename": "tune", "name": key,
-               "actions": [(_tune_action, [s, key, str(ir_json), str(tune_json), str(kd / "probe")])],
+               "actions": [(_tune_action, [s, key, str(ir_json), str(tune_json), str(kd / "probe"),
+                                           emit_only])],
                "file_dep": [str(ir_json)], "targets": [str(tune_json)],
                "uptodate": [config_changed({"emitter": EMITTER_VERSION, "chunk": s.chunk,
                                             "slots_cap": s.slots_cap, "archs": s.archs(),
@@ -199,17 +244,24 @@ def exps_tasks(s: Settings, emit_only: bool = False):
                    "clean": [(_clean_so, [str(p.so_path), str(stamp)])]}
 
 
-def _bad_air_task(s: Settings, key: str, p: Placement, ir_json: Path, so_paths: list[str]) -> dict:
-    deps = [str(x) for x in (p.starkinfo, p.expressions) if Path(x).exists()]
+def _bad_air_task(s: Settings, key: str, p: Placement, ir_json: Path, so_paths: list[str],
+                  emit_only: bool = False) -> dict:
+    deps = [str(x) for x in (p.starkinfo, p.expressions) if Path(x).is_file()]
     return {"basename": "ir", "name": key, "doc": f"{key}: {p.rel} (bad input)",
-            "actions": [(_write_skip, [key, str(ir_json), p.error, so_paths])],
+            "actions": [(_write_skip, [key, str(ir_json), p.error, so_paths, not emit_only])],
             "file_dep": deps, "targets": [str(ir_json)],
             "uptodate": [config_changed({"emitter": EMITTER_VERSION, "error": p.error})], "clean": True}
 
 
-def _write_skip(key: str, out: str, reason: str, so_paths: list[str]) -> bool:
-    """ir of an AIR whose starkinfo is unusable. Like act_ir it leaves the provingKey alone; the
-    cc and link stages remove the AIR's old `.so`."""
+def _write_skip(key: str, out: str, reason: str, so_paths: list[str], remove_stale: bool = True) -> bool:
+    """ir of an AIR whose starkinfo is unusable: its old `.so` goes first (as in act_ir; not
+    for `doit emit`, which leaves the provingKey alone), then the skip is recorded."""
+    if remove_stale:
+        try:
+            B.remove_so(so_paths)
+        except OSError as e:
+            log.error("%s: cannot remove the stale .so: %s", key, e)
+            return False
     B._write_json(Path(out), {"format": B.FORMAT, "key": key, "air_skip": f"bad input: {reason}",
                               "q": None, "exprs": [], "skipped_exprs": [], "q_ops": 0})
     return True
@@ -227,103 +279,197 @@ def _rm_file(path: str, dryrun: bool = False) -> None:
 
 
 # ----------------------------------------------------------------------------------- locking
-_LOCKS: dict[str, int] = {}
-
-
 def lock_build(s: Settings, wait: bool = True) -> None:
-    """Hold an exclusive lock on the build dir for this process's life (two builds of one key
-    in one build dir serialize; the `.so` writes are atomic in any case)."""
-    d = Path(s.build)
-    d.mkdir(parents=True, exist_ok=True)
-    path = str(d / ".lock")
-    if path in _LOCKS:
-        return
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    """Create the build dir and hold its lock for this process's life (buildlock.py: a second
+    build waits with a message; a dead owner's lock is taken over)."""
+    Path(s.build).mkdir(parents=True, exist_ok=True)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-    except BlockingIOError:
-        os.close(fd)
-        raise RuntimeError(f"another build holds {path}") from None
-    _LOCKS[path] = fd
+        buildlock.acquire(s.build, wait=wait)
+    except buildlock.LockBusy as e:
+        raise RuntimeError(str(e)) from None
 
 
 def unlock_build(s: Settings) -> None:
     """Release the lock of `lock_build` (an embedding process runs more than one build)."""
-    fd = _LOCKS.pop(str(Path(s.build) / ".lock"), None)
-    if fd is not None:
-        os.close(fd)   # closing the only descriptor drops the flock
+    buildlock.release(s.build)
 
 
 # --------------------------------------------------------------------------------- reporting
-def summary_rows(s: Settings) -> list[dict]:
-    """One row per placement from the stage files (what was generated, skipped, placed)."""
+def _stage_files(s: Settings, p: Placement) -> tuple[dict, dict, dict, dict, dict]:
+    kd = _kdir(s, p.key)
+    return (B.read_json(kd / "ir.json") or {}, B.read_json(kd / "tune.json") or {},
+            B.read_json(kd / "manifest.json") or {}, B.read_json(kd / "objs.json") or {},
+            B.read_json(stamp_path(s, p)) or {})
+
+
+def summary_rows(s: Settings, seconds: dict[str, float] | None = None,
+                 failed: dict[str, str] | None = None, emit_only: bool = False) -> list[dict]:
+    """One row per AIR from the stage files and what is on disk. `seconds` / `failed` are keyed
+    by doit task name (`ir:<key>`, `link:<rel>`, ...) from this run's reporter."""
+    seconds, failed = seconds or {}, failed or {}
+    sc = scan(s.pk)
     rows = []
-    for p in discover(s.pk):
-        kd = _kdir(s, p.key)
-        ir = B.read_json(kd / "ir.json") or {}
-        man = B.read_json(kd / "manifest.json") or {}
-        objs = B.read_json(kd / "objs.json") or {}
-        st = B.read_json(stamp_path(s, p)) or {}
-        skip = ir.get("air_skip") or man.get("skip") or st.get("skip") or ""
+    for p in sc.placements:
+        ir, tune, man, objs, st = _stage_files(s, p)
+        skip = p.error and f"bad input: {p.error}" or ir.get("air_skip") or tune.get("skip") \
+            or man.get("skip") or st.get("skip") or ""
+        own = [f"{b}:{p.key}" for b in ("ir", "tune", "emit", "cc")] + [f"link:{p.rel}"]
+        fail = next((f"{n.split(':')[0]} failed: {failed[n]}" for n in own if n in failed), "")
         plan = man.get("plan", {})
+        placed = bool(st.get("so")) and p.so_path.exists() and not fail
+        generated = bool(man.get("files")) and not man.get("skip")
+        compiled = bool(objs.get("objects")) and not objs.get("skip")
+        if skip:
+            result = "skipped"
+        elif fail:
+            result = "failed"
+        elif emit_only:
+            result = "emitted" if generated else "not emitted"
+        elif placed:
+            result = "placed"
+        else:
+            result, fail = "failed", "not built (an earlier stage failed or was interrupted)"
         rows.append({
-            "air": p.rel, "kernel": p.key, "q_ops": ir.get("q_ops", 0),
+            "air": p.rel, "kernel": p.key, "q_ops": ir.get("q_ops", 0) if not skip else "",
             "chunks": plan.get("chunks", ""), "slots": plan.get("slots", ""),
-            "exprs": man.get("exprs", ""), "skipped_exprs": len(ir.get("skipped_exprs", [])),
+            "exprs": man.get("exprs", ""), "not_covered": len(ir.get("skipped_exprs", [])) if ir else "",
             "min_scratch": man.get("min_scratch", ""), "spill": objs.get("spill_bytes", ""),
-            "placed": bool(st.get("so")) and p.so_path.exists(), "skip": skip,
+            "generated": generated, "compiled": compiled, "placed": placed, "result": result,
+            "skip": skip, "reason": skip or fail,
+            "seconds": sum(seconds.get(n, 0.0) for n in own),
         })
+    for r in sc.refused:
+        rows.append({"air": r.rel, "kernel": "", "q_ops": "", "chunks": "", "slots": "", "exprs": "",
+                     "not_covered": "", "min_scratch": "", "spill": "", "generated": False,
+                     "compiled": False, "placed": False, "result": "refused", "skip": r.reason,
+                     "reason": r.reason, "seconds": 0.0})
+    for b in sc.broken:
+        gone = not os.path.lexists(b.so_path)
+        rows.append({"air": b.rel, "kernel": "", "q_ops": "", "chunks": "", "slots": "", "exprs": "",
+                     "not_covered": "", "min_scratch": "", "spill": "", "generated": False,
+                     "compiled": False, "placed": False,
+                     "result": "removed" if gone else ("stale" if emit_only else "failed"),
+                     "skip": "", "reason": b.reason + ("" if gone else "; its .so is still there"),
+                     "seconds": seconds.get(f"gone:{orphan_name(b)}", 0.0)})
     return rows
 
 
-def format_summary(rows: list[dict]) -> str:
-    head = ["AIR", "kernel", "Q ops", "chunks", "slots", "exprs", "placed", "skip reason"]
+LEGEND = ("Q ops: operations of the quotient (Q) expression; chunks: Q kernels it is cut into; "
+          "slots: scratch slots for values that cross a cut; exprs: trace-domain expressions with "
+          "a kernel; not cov.: expressions left to the prover's interpreter; s: seconds this run "
+          "spent on the AIR (its kernel's stages and its link; a kernel shared by AIRs counts for each)")
+
+
+def format_summary(rows: list[dict], emit_only: bool = False) -> str:
+    head = ["AIR", "kernel", "Q ops", "chunks", "slots", "exprs", "not cov.", "result", "s", "reason"]
     table = [[r["air"], r["kernel"], str(r["q_ops"]), str(r["chunks"]), str(r["slots"]),
-              f"{r['exprs']}" + (f" (+{r['skipped_exprs']} not)" if r["skipped_exprs"] else ""),
-              "yes" if r["placed"] else "no", r["skip"] or ""] for r in rows]
+              str(r["exprs"]), str(r["not_covered"]), r["result"], f"{r['seconds']:.1f}",
+              r["reason"] or ""] for r in rows]
     w = [max(len(h), *(len(t[i]) for t in table)) if table else len(h) for i, h in enumerate(head)]
-    lines = ["  ".join(h.ljust(w[i]) for i, h in enumerate(head))]
-    lines += ["  ".join(c.ljust(w[i]) for i, c in enumerate(t)) for t in table]
-    placed = sum(r["placed"] for r in rows)
-    skipped = sum(bool(r["skip"]) for r in rows)
-    kernels_n = len({r["kernel"] for r in rows if not r["skip"]})
+    lines = ["  ".join(h.ljust(w[i]) for i, h in enumerate(head)).rstrip()]
+    lines += ["  ".join(c.ljust(w[i]) for i, c in enumerate(t)).rstrip() for t in table]
+    n = lambda res: sum(r["result"] == res for r in rows)   # noqa: E731
+    kernels_of = lambda f: len({r["kernel"] for r in rows if r[f]})   # noqa: E731
     scratch = [int(r["min_scratch"]) for r in rows if str(r["min_scratch"]).isdigit()]
-    lines.append(f"{len(rows)} AIRs: {kernels_n} kernels generated, {placed} .so placed, {skipped} skipped; "
-                 f"max exps_min_scratch {max(scratch) if scratch else 0} elements")
+    airs = sum(1 for r in rows if r["result"] not in ("removed",))
+    if emit_only:
+        counts = (f"{airs} AIRs: {kernels_of('generated')} kernels generated (sources only), "
+                  f"{n('skipped')} skipped, {n('failed')} failed")
+    else:
+        counts = (f"{airs} AIRs: {kernels_of('generated')} kernels generated, "
+                  f"{kernels_of('compiled')} compiled, {n('placed')} .so placed, {n('skipped')} skipped, "
+                  f"{n('failed')} failed")
+    if n("refused"):
+        counts += f", {n('refused')} refused"
+    if n("removed"):
+        counts += f"; {n('removed')} stale .so removed"
+    lines.append(counts + f"; max exps_min_scratch {max(scratch) if scratch else 0} elements")
+    lines.append(LEGEND)
     return "\n".join(lines)
 
 
+def _one_line_failure(fail) -> str:
+    """The last meaningful line of a doit failure (an exception's message, not its traceback)."""
+    try:
+        msg = fail.get_msg()
+    except Exception:   # noqa: BLE001
+        msg = str(fail)
+    lines = [x.strip() for x in str(msg).splitlines() if x.strip()]
+    if not lines:
+        return "failed"
+    last = lines[-1]
+    if "returned False" in last or "Python Task failed" in last:
+        return "see the error above"
+    return last[:300]
+
+
 class ProgressReporter(ConsoleReporter):
-    """doit reporter: `[done/total] stage:name (elapsed)` lines, then the summary table."""
+    """doit reporter: `[k/total] stage:name` as each task starts (k counts started and up-to-date
+    tasks, so it never repeats under -n), one line per failure, then the summary table; a no-op
+    build says `N AIRs up to date`; an interrupted one says nothing more (procs.py said it)."""
 
     settings: Settings | None = None
+    emit_only = False
     show_summary = True
 
     def initialize(self, tasks, selected_tasks):
         super().initialize(tasks, selected_tasks)
         self._t0 = time.monotonic()
-        self._total = sum(1 for t in tasks.values() if not t.subtask_of and t.actions) or 1
-        self._total = sum(1 for t in tasks.values() if t.actions)
-        self._done = 0
+        self._total = sum(1 for t in tasks.values() if t.actions and not t.name.startswith("_")) or 1
+        self._seen = 0
         self._ran = 0
+        self._start: dict[str, float] = {}
+        self.seconds: dict[str, float] = {}
+        self.failed: dict[str, str] = {}
 
     def execute_task(self, task):
         if task.actions and not task.name.startswith("_"):
             self._ran += 1
-            self.outstream.write(f"[{self._done + 1}/{self._total}] {task.name}  "
+            self._seen += 1
+            self._start[task.name] = time.monotonic()
+            self.outstream.write(f"[{self._seen}/{self._total}] {task.name}  "
                                  f"({time.monotonic() - self._t0:.1f}s)\n")
             self.outstream.flush()
 
+    def _finish(self, task):
+        t = self._start.pop(task.name, None)
+        if t is not None:
+            self.seconds[task.name] = time.monotonic() - t
+
     def add_success(self, task):
-        self._done += 1
+        self._finish(task)
+
+    def add_failure(self, task, fail):
+        self._finish(task)
+        why = _one_line_failure(fail)
+        self.failed[task.name] = why
+        self.outstream.write(f"FAILED {task.name}: {why}\n")
+        self.outstream.flush()
 
     def skip_uptodate(self, task):
-        self._done += 1
+        if task.actions and not task.name.startswith("_"):
+            self._seen += 1
+
+    def skip_ignore(self, task):
+        pass
+
+    def runtime_error(self, msg):
+        self.outstream.write("exps-codegen: doit: " + " ".join(str(msg).split()) + "\n")
 
     def complete_run(self):
-        super().complete_run()
-        if self.settings is not None and self.show_summary and self._ran:
-            try:
-                self.outstream.write(format_summary(summary_rows(self.settings)) + "\n")
-            except Exception as e:   # a summary must never turn a build red
-                self.outstream.write(f"(no summary: {e})\n")
+        if procs.interrupted() or self.settings is None or not self.show_summary:
+            return
+        try:
+            rows = summary_rows(self.settings, self.seconds, self.failed, self.emit_only)
+            if not self._ran:
+                placed = sum(r["result"] == "placed" for r in rows)
+                skipped = sum(r["result"] == "skipped" for r in rows)
+                what = "sources" if self.emit_only else f"{placed} .so placed, {skipped} skipped"
+                self.outstream.write(f"{len(rows)} AIRs up to date ({what}); nothing to do\n")
+            else:
+                self.outstream.write(format_summary(rows, self.emit_only) + "\n")
+                self.outstream.write(f"build dir: {self.settings.build}  "
+                                     f"({time.monotonic() - self._t0:.1f} s)\n")
+        except Exception as e:   # noqa: BLE001 — a summary must never turn a build red
+            self.outstream.write(f"(no summary: {e})\n")
+        self.outstream.flush()

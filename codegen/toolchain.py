@@ -43,6 +43,11 @@ BASE_FLAGS: tuple[str, ...] = (
 )
 #: The ``major`` arch spec: one arch per shipping GPU family, filtered by what nvcc supports.
 MAJOR_ARCHS: tuple[int, ...] = (80, 86, 89, 90, 100, 120)
+#: ``auto`` on a machine with no GPU (a build server): the H100/H200, plus the compute_90 PTX
+#: that newer GPUs (sm_100, sm_120) JIT-compile at load; ``major`` or a list builds the rest.
+NO_GPU_ARCH = 90
+NO_GPU_NOTE = ("no GPU found: building for sm_90 (H100/H200; newer GPUs JIT its PTX); for every "
+               "GPU family use arch=major (CLI: --arch major), or name yours, e.g. arch=80,89")
 #: Environment variables nvcc itself reads; they change the output, so they are cache-keyed.
 KEYED_ENV_VARS: tuple[str, ...] = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS")
 DEFAULT_CACHE_MAX_BYTES = 4 << 30
@@ -252,7 +257,7 @@ def _parse_arch_token(tok: str) -> int:
 def resolve_archs(spec: str, nvcc: Path | str) -> list[int]:
     """Arch spec -> sorted unique SM numbers that ``nvcc`` supports.
 
-    ``auto``: the host GPU(s) (``nvidia-smi``); without a GPU falls back to ``major`` (logged).
+    ``auto``: the host GPU(s) (``nvidia-smi``); without a GPU :data:`NO_GPU_ARCH` (the caller prints :data:`NO_GPU_NOTE`).
     ``major``: :data:`MAJOR_ARCHS` filtered by ``nvcc --list-gpu-arch``.
     Otherwise a comma/space separated list of ``90`` / ``sm_90`` / ``9.0``.
     """
@@ -260,11 +265,9 @@ def resolve_archs(spec: str, nvcc: Path | str) -> list[int]:
     spec = spec.strip().lower()
     if spec == "auto":
         found = detect_gpu_archs()
-        if not found:
-            log.warning("arch spec 'auto': no GPU found (nvidia-smi missing or reports none); "
-                        "building for 'major' instead: %s",
-                        [a for a in MAJOR_ARCHS if a in supported])
-            return resolve_archs("major", nvcc)
+        if not found:   # the CLI / dodo.py print NO_GPU_NOTE once (preflight)
+            log.debug("arch spec 'auto': no GPU found; building for sm_%d", NO_GPU_ARCH)
+            return resolve_archs(str(NO_GPU_ARCH), nvcc)
         archs = found
     elif spec == "major":
         archs = [a for a in MAJOR_ARCHS if a in supported]

@@ -202,6 +202,7 @@ class Kit:
         env = {k: v for k, v in os.environ.items() if not k.startswith("EXPS_")}
         env["EXPS_CACHE_DIR"] = str(self.cache)
         env["EXPS_LINK_CACHE"] = "0"          # count every real link
+        env["EXPS_BUILD_ROOT"] = str(self.root / "builds")   # default build dirs stay in the test
         env.update({k: str(v) for k, v in extra.items()})
         return env
 

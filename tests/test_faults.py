@@ -256,7 +256,7 @@ def test_sigkill_mid_build_then_next_build_is_correct(ref, tmp_path, monkeypatch
     assert {t for t in kit.calls().compiles} <= {f"{TINY_KEY}_q0.cu", f"{TINY_KEY}_abi.cu"}
     bk.assert_all_current(kit)
     kit.reset_log()
-    assert kit.doit(env={"EXPS_ASSERT_NO_COMPILE": "1"}).stdout == ""
+    assert kit.doit(env={"EXPS_ASSERT_NO_COMPILE": "1"}).stdout.endswith("up to date (3 .so placed, 1 skipped); nothing to do\n")
 
 
 # --------------------------------------------------------------------------------- concurrency
@@ -266,8 +266,12 @@ def test_two_concurrent_builds_of_one_build_dir(ref, tmp_path, monkeypatch):
                               stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outs = [p.communicate(timeout=600) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
-    # the build-dir lock serialized them: one built, the other found everything up to date
-    assert sorted(o[0] == "" for o in outs) == [False, True], outs
+    # the build-dir lock serialized them: one built, the other said it waited, then found
+    # everything up to date
+    assert sorted(bool(bk.PROGRESS.search(o[0])) for o in outs) == [False, True], outs
+    waited = next(o for o in outs if not bk.PROGRESS.search(o[0]))
+    assert waited[0] == "4 AIRs up to date (3 .so placed, 1 skipped); nothing to do\n", outs
+    assert re.search(r"^exps-codegen: waiting for the build in .*/build \(pid \d+\)\u2026$", waited[1], re.M), outs
     assert kit.calls().compiles == []
     assert sorted(kit.calls().links) == sorted([TINY_KEY, SHARED_KEY, SHARED_KEY])
     bk.assert_all_current(kit)      # loadable, exps_source_hash current

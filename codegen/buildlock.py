@@ -1,0 +1,101 @@
+"""One build at a time per build dir: an flock on `<build>/.lock` that records its owner.
+
+- A second build on the same dir says once `waiting for the build in <dir> (pid N)…` and waits.
+- A lock whose recorded owner is dead never blocks: if something still holds the flock (orphans of
+  a killed build of an older version), the lock file is replaced and the new one taken over.
+- Forked children (doit workers) drop their copy of the descriptor (procs.child_fd_closers), so
+  only the owner process holds the lock and it is released when that process ends, however.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import sys
+import time
+from pathlib import Path
+
+from . import procs
+
+_HELD: dict[str, int] = {}
+POLL_S = 0.25
+
+
+class LockBusy(RuntimeError):
+    """The build dir is locked by a live build (raised with wait=False)."""
+
+
+def _owner(path: Path) -> int | None:
+    try:
+        text = path.read_text(errors="replace").split()
+        return int(text[0]) if text else None
+    except (OSError, ValueError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:   # a zombie is dead for our purpose
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def acquire(build_dir: Path | str, wait: bool = True, out=None) -> None:
+    """Take the lock of `build_dir` (created by the caller) for this process."""
+    d = Path(build_dir)
+    path = d / ".lock"
+    if str(path) in _HELD:
+        return
+    told = False
+    out = out or sys.stderr
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            owner = _owner(path)
+            if owner is not None and owner != os.getpid() and not _alive(owner):
+                tmp = d / f".lock.{os.getpid()}"
+                tmp.write_text("")
+                os.replace(tmp, path)   # the dead build's orphans keep the old inode locked
+                out.write(f"exps-codegen: took over the lock of {d} from pid {owner}, which is gone\n")
+                continue
+            if not wait:
+                raise LockBusy(f"another build (pid {owner or '?'}) is running in {d}") from None
+            if not told:
+                out.write(f"exps-codegen: waiting for the build in {d} (pid {owner or '?'})\u2026\n")
+                out.flush()
+                told = True
+            time.sleep(POLL_S)
+            continue
+        try:
+            same = os.fstat(fd).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            same = False
+        if not same:          # replaced between our open and our flock: lock the new file
+            os.close(fd)
+            continue
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        _HELD[str(path)] = fd
+        procs.child_fd_closers.append(lambda fd=fd: os.close(fd))
+        return
+
+
+def release(build_dir: Path | str) -> None:
+    """Release the lock (an embedding process may build again)."""
+    fd = _HELD.pop(str(Path(build_dir) / ".lock"), None)
+    if fd is not None:
+        try:
+            procs.child_fd_closers.remove(next(c for c in procs.child_fd_closers
+                                               if c.__defaults__ == (fd,)))
+        except StopIteration:
+            pass
+        os.close(fd)

@@ -1,0 +1,54 @@
+"""A line at least every `EXPS_HEARTBEAT_S` seconds (default 30) while a long task runs.
+
+    with Heartbeat("tune basic_a0_2_b5_e5722") as hb:
+        hb.status("probe 2 of at most 6 (chunk 128)")
+        ...
+
+prints to stderr (doit shows an action's stderr while it runs):
+    ... tune basic_a0_2_b5_e5722: probe 2 of at most 6 (chunk 128), 30 s elapsed
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+
+
+def interval() -> float:
+    try:
+        return max(0.05, float(os.environ.get("EXPS_HEARTBEAT_S", "30")))
+    except ValueError:
+        return 30.0
+
+
+class Heartbeat:
+    def __init__(self, label: str, every: float | None = None, out=None) -> None:
+        self.label = label
+        self.every = interval() if every is None else every
+        self.out = out or sys.stderr
+        self._status = "working"
+        self._stop = threading.Event()
+        self._t0 = time.monotonic()
+        self._thread: threading.Thread | None = None
+
+    def status(self, text: str) -> None:
+        self._status = text
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            try:
+                self.out.write(f"    ... {self.label}: {self._status}, "
+                               f"{time.monotonic() - self._t0:.0f} s elapsed\n")
+                self.out.flush()
+            except (OSError, ValueError):
+                return
+
+    def __enter__(self) -> "Heartbeat":
+        self._thread = threading.Thread(target=self._run, daemon=True, name="exps-heartbeat")
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+

@@ -1,0 +1,273 @@
+"""Every user mistake is one line and exit code 2, with no traceback and nothing created; an
+interrupt is one line and exit code 130, leaves no process behind, and the next build completes.
+Through the real `exps-codegen` and `doit` (our dodo.py) in subprocesses (issue #10; the table of
+docs/USAGE.md is these cases)."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import buildkit as bk
+
+pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None and not os.environ.get("EXPS_REQUIRE"),
+                                reason="nvcc not on PATH")
+
+PREFIX = "exps-codegen: error: "
+VARS = "pk=, build=, arch=, cap=, chunk=, launcher=, compile_timeout="
+
+
+def _env(tmp: Path, **extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EXPS_")}
+    env["EXPS_BUILD_ROOT"] = str(tmp / "builds")
+    env["EXPS_CACHE_DIR"] = str(tmp / "cache")
+    env.update(extra)
+    return env
+
+
+def _doit(*args) -> list[str]:
+    return [sys.executable, "-m", "doit", "-f", str(bk.DODO), *args]
+
+
+def _run(argv, tmp: Path, env=None, timeout=120) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, cwd=tmp, env=env or _env(tmp), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def _one_line(p: subprocess.CompletedProcess, want: str, rc: int = 2) -> None:
+    """Exit code `rc`, stderr exactly one line equal to `want` (or starting with it when `want`
+    ends with '…'), no traceback anywhere."""
+    assert p.returncode == rc, (p.returncode, p.stdout, p.stderr)
+    assert "Traceback" not in p.stdout + p.stderr
+    lines = p.stderr.splitlines()
+    assert len(lines) == 1, p.stderr
+    if want.endswith("…"):
+        assert lines[0].startswith(want[:-1]), lines[0]
+    else:
+        assert lines[0] == want, lines[0]
+
+
+@pytest.fixture
+def small_key(tmp_path: Path) -> Path:
+    return bk.copy_key(tmp_path / "pk", (bk.TINY,))
+
+
+def _nothing_created(tmp: Path, *dirs: Path) -> None:
+    assert not (tmp / "builds").exists(), list((tmp / "builds").rglob("*"))
+    for d in dirs:
+        assert not d.exists()
+
+
+# ---------------------------------------------------------------------- the key
+@pytest.mark.parametrize("front", ["cli", "doit"])
+def test_missing_key(tmp_path: Path, front: str) -> None:
+    gone, b = tmp_path / "no-such-key", tmp_path / "b"
+    argv = ([*bk.exps_codegen(), "build", str(gone), "--build-dir", str(b)] if front == "cli"
+            else _doit(f"pk={gone}", f"build={b}"))
+    _one_line(_run(argv, tmp_path), f"{PREFIX}provingKey {gone} does not exist: give the directory that "
+              "holds the <base>.starkinfo.json files (pk=DIR / exps-codegen build DIR)")
+    _nothing_created(tmp_path, b)
+
+
+@pytest.mark.parametrize("front", ["cli", "doit"])
+def test_key_is_a_file(tmp_path: Path, front: str) -> None:
+    f = tmp_path / "key.json"
+    f.write_text("{}")
+    argv = [*bk.exps_codegen(), "build", str(f)] if front == "cli" else _doit(f"pk={f}")
+    _one_line(_run(argv, tmp_path), f"{PREFIX}provingKey {f} is not a directory: …")
+    _nothing_created(tmp_path)
+
+
+@pytest.mark.parametrize("front", ["cli", "doit"])
+def test_empty_key(tmp_path: Path, front: str) -> None:
+    e = tmp_path / "empty"
+    e.mkdir()
+    argv = [*bk.exps_codegen(), "build", str(e)] if front == "cli" else _doit(f"pk={e}")
+    _one_line(_run(argv, tmp_path), f"{PREFIX}no AIRs found under {e}: expected <base>.starkinfo.json "
+              "files, each with a sibling <base>.expressionsinfo.json")
+    _nothing_created(tmp_path)
+
+
+# ---------------------------------------------------------------------- arch, nvcc, variables
+@pytest.mark.parametrize("front", ["cli", "doit"])
+def test_unknown_arch_lists_the_valid_ones(tmp_path: Path, small_key: Path, front: str) -> None:
+    argv = ([*bk.exps_codegen(), "build", str(small_key), "--arch", "sm_999"] if front == "cli"
+            else _doit(f"pk={small_key}", "arch=sm_999"))
+    p = _run(argv, tmp_path)
+    _one_line(p, f"{PREFIX}arch=sm_999: arch(s) ['sm_999'] not supported by …")
+    supported = p.stderr.split("(supported: ")[1].rstrip(")\n").split(", ")
+    assert "90" in supported and "80" in supported
+    _nothing_created(tmp_path)
+
+
+@pytest.mark.parametrize("front", ["cli", "doit"])
+def test_bad_arch_word(tmp_path: Path, small_key: Path, front: str) -> None:
+    argv = ([*bk.exps_codegen(), "build", str(small_key), "--arch", "hopper"] if front == "cli"
+            else _doit(f"pk={small_key}", "arch=hopper"))
+    p = _run(argv, tmp_path)
+    _one_line(p, f"{PREFIX}arch=hopper: bad arch 'hopper': expected e.g. 90, sm_90, 9.0, 'major' or "
+              "'auto' (this nvcc supports: …")
+    _nothing_created(tmp_path)
+
+
+def _no_nvcc_env(tmp: Path) -> dict:
+    """PATH without nvcc (python and the console scripts stay reachable)."""
+    bindir = tmp / "bin"
+    bindir.mkdir(exist_ok=True)
+    for tool in ("doit", "exps-codegen"):
+        exe = shutil.which(tool)
+        if exe:
+            (bindir / tool).symlink_to(exe)
+    (bindir / "python3").symlink_to(sys.executable)
+    env = _env(tmp, PATH=f"{bindir}:/usr/bin:/bin")
+    for k in ("CUDA_HOME", "CUDA_PATH"):
+        env.pop(k, None)
+    assert shutil.which("nvcc", path=env["PATH"]) is None
+    return env
+
+
+NO_NVCC = (f"{PREFIX}nvcc not found (looked at $EXPS_NVCC, PATH, $CUDA_HOME/bin, $CUDA_PATH/bin and "
+           "pip's nvidia/*/bin/nvcc). Install the CUDA toolkit (>= 12) or `pip install nvidia-cuda-nvcc`, "
+           "or set EXPS_NVCC=/path/to/nvcc (or CUDA_HOME).")
+
+
+@pytest.mark.parametrize("front", ["cli", "doit"])
+def test_nvcc_missing(tmp_path: Path, small_key: Path, front: str) -> None:
+    argv = [*bk.exps_codegen(), "build", str(small_key)] if front == "cli" else _doit(f"pk={small_key}")
+    _one_line(_run(argv, tmp_path, env=_no_nvcc_env(tmp_path)), NO_NVCC)
+    _nothing_created(tmp_path)
+
+
+@pytest.mark.parametrize("front", ["cli", "doit"])
+def test_emit_needs_no_nvcc(tmp_path: Path, small_key: Path, front: str) -> None:
+    """Sources only: with a chunk nothing is probed; without one the cost model's estimate is
+    used, and said."""
+    env = _no_nvcc_env(tmp_path)
+    for chunk in ("0", None):
+        b = tmp_path / f"b{chunk}"
+        if front == "cli":
+            argv = [*bk.exps_codegen(), "emit", str(small_key), "--keep-dir", str(b)]
+            argv += ["--chunk", chunk] if chunk is not None else []
+        else:
+            argv = _doit("emit", f"pk={small_key}", f"build={b}", *([f"chunk={chunk}"] if chunk else []))
+        p = _run(argv, tmp_path, env=env)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert "Traceback" not in p.stdout + p.stderr
+        src = b / bk.TINY_KEY / "src"
+        assert sorted(x.name for x in src.iterdir()) == sorted(
+            ["gen_common.cuh", f"{bk.TINY_KEY}_abi.cu", f"{bk.TINY_KEY}_q0.cu", f"{bk.TINY_KEY}_x0.cu"])
+        said = "no nvcc to probe with: chunking estimated by the cost model"
+        assert (said in p.stderr) == (chunk is None), p.stderr
+        assert not list(small_key.rglob("*.so"))
+
+
+def test_unknown_doit_variable(tmp_path: Path, small_key: Path) -> None:
+    _one_line(_run(_doit(f"pk={small_key}", "arhc=90"), tmp_path),
+              f"{PREFIX}unknown variable arhc=…: the variables are {VARS}")
+    _nothing_created(tmp_path)
+
+
+@pytest.mark.parametrize("args,want", [
+    (("chunk=abc",), "chunk=abc: expected a whole number"),
+    (("cap=0",), "cap must be a positive number of ops"),
+    (("chunk=-1",), "chunk must be >= 0 (0 = a single kernel)"),
+    (("compile_timeout=soon",), "compile_timeout=soon: expected seconds"),
+])
+def test_bad_variable_values(tmp_path: Path, small_key: Path, args, want) -> None:
+    _one_line(_run(_doit(f"pk={small_key}", *args), tmp_path), PREFIX + want)
+    _nothing_created(tmp_path)
+
+
+@pytest.mark.parametrize("front", ["cli", "doit"])
+def test_unwritable_build_dir(tmp_path: Path, small_key: Path, front: str) -> None:
+    """A build dir below a regular file, and one below /proc (root may write anywhere else)."""
+    f = tmp_path / "file"
+    f.write_text("")
+    for b, why in ((f / "b", f"build dir {f / 'b'}: {f} is not a directory; choose another with "
+                               "build=DIR / --build-dir DIR"),
+                   (Path("/proc/exps-no/b"), "cannot create the build dir /proc/exps-no/b: …")):
+        argv = ([*bk.exps_codegen(), "build", str(small_key), "--build-dir", str(b)] if front == "cli"
+                else _doit(f"pk={small_key}", f"build={b}"))
+        _one_line(_run(argv, tmp_path), PREFIX + why)
+    _nothing_created(tmp_path)
+
+
+def test_cli_usage_error_is_argparse_two(tmp_path: Path) -> None:
+    p = _run([*bk.exps_codegen(), "biuld", "x"], tmp_path)
+    assert p.returncode == 2 and "Traceback" not in p.stderr and "invalid choice: 'biuld'" in p.stderr
+
+
+# ---------------------------------------------------------------------- interrupts
+def _alive(pid: int) -> bool:
+    """Running (a zombie waiting for init to reap it is dead)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _procs_with(marker: str) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if marker.encode() in (d / "cmdline").read_bytes() and _alive(int(d.name)):
+                    out.append(int(d.name))
+            except OSError:
+                pass
+    return out
+
+
+@pytest.mark.parametrize("front", ["cli", "doit"])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_is_one_line_and_kills_the_compilers(tmp_path: Path, front: str, sig) -> None:
+    """A build stuck in a compile (a launcher that stalls) gets SIGINT (as Ctrl-C sends it to the
+    foreground group) or SIGTERM (to the front end only): one line, exit 128+sig, no traceback,
+    no process left (the stalled compile included), the lock released: the next build completes."""
+    kit = bk.new_kit(tmp_path / "k", airs=(bk.TINY, bk.SKIPPED))
+    stall = bk.write_launcher(tmp_path / "stall.sh", kit.log, fault="stall", kind="cc",
+                              marker=tmp_path / "stall.pid")
+    if front == "cli":
+        argv = [*bk.exps_codegen(), "build", str(kit.pk), *bk.CLI_ARGS, "--build-dir", str(kit.build),
+                "--launcher", stall, "-j", "2"]
+    else:
+        argv = [*kit.doit_argv("-n", "2", launcher=stall)]
+    proc = subprocess.Popen(argv, cwd=kit.root, env=kit.env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(tmp_path.glob("stall.pid.*")):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.1)
+        time.sleep(0.5)
+        if sig == signal.SIGINT:
+            os.killpg(proc.pid, sig)          # the terminal's Ctrl-C: the whole foreground group
+        else:
+            os.kill(proc.pid, sig)            # a pipeline's kill: the front end only
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            bk.kill_strays(kit.root)
+    assert proc.returncode == 128 + sig, (proc.returncode, out, err)
+    assert "Traceback" not in out + err, out + err
+    assert err.splitlines() == ["exps-codegen: interrupted \u2014 rerun to continue"], err
+    # nothing of that build survives (workers die ~2 s after their parent: allow a bound)
+    deadline = time.monotonic() + 20
+    while _procs_with(str(kit.root)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _procs_with(str(kit.root)) == []
+    stalled = [int(p.read_text()) for p in tmp_path.glob("stall.pid.*")]
+    assert stalled and not any(_alive(pid) for pid in stalled)
+    assert bk.so_files(kit.pk) == set()
+    # the next build completes (lock released, no stale state), within a bound
+    t0 = time.monotonic()
+    kit.doit(timeout=300)
+    assert bk.so_files(kit.pk) == {bk.TINY}
+    assert time.monotonic() - t0 < 300
