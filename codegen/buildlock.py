@@ -82,8 +82,11 @@ def acquire(build_dir: Path | str, wait: bool = True, out=None) -> None:
         if not same:          # replaced between our open and our flock: lock the new file
             os.close(fd)
             continue
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:   # record the owner (a full disk only costs the name in the waiting message)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError:
+            pass
         _HELD[str(path)] = fd
         procs.child_fd_closers.append(lambda fd=fd: os.close(fd))
         return

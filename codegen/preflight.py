@@ -18,6 +18,8 @@ from .discover import UnusableKeyError, scan, shown
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 PREFIX = "exps-codegen: error: "
+#: below this a build cannot even write its stage files and doit's database
+MIN_FREE_BYTES = 1 << 20
 
 
 class UserError(Exception):
@@ -91,9 +93,14 @@ def check_build_dir(build) -> None:
         d.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=d):
             pass
+        st = os.statvfs(d)
     except OSError as e:
         raise UserError(f"cannot create the build dir {shown(d)}: {e.strerror or e}; "
                         "choose another with build=DIR / --build-dir DIR") from None
+    free = st.f_bavail * st.f_frsize
+    if free < MIN_FREE_BYTES:
+        raise UserError(f"build dir {shown(d)}: only {free // 1024} KiB free on its file system; "
+                        "free some space or choose another with build=DIR / --build-dir DIR")
 
 
 def check(s, need_nvcc: bool, need_key: bool = True, creates_build_dir: bool = True) -> list[str]:

@@ -26,7 +26,7 @@ from doit.tools import config_changed
 from . import EMITTER_VERSION, buildlock, procs
 from . import build as B
 from . import toolchain as tc
-from .discover import Placement, discover, kernels, scan
+from .discover import Placement, discover, kernels, scan, shown
 from .emit import COMMON_HEADER, TEMPLATES
 from .kernel import CAP, EXPR_CAP, SLOTS_CAP
 
@@ -468,7 +468,7 @@ class ProgressReporter(ConsoleReporter):
                 self.outstream.write(f"{len(rows)} AIRs up to date ({what}); nothing to do\n")
             else:
                 self.outstream.write(format_summary(rows, self.emit_only) + "\n")
-                self.outstream.write(f"build dir: {self.settings.build}  "
+                self.outstream.write(f"build dir: {shown(self.settings.build)}  "
                                      f"({time.monotonic() - self._t0:.1f} s)\n")
         except Exception as e:   # noqa: BLE001 — a summary must never turn a build red
             self.outstream.write(f"(no summary: {e})\n")

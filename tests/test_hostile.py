@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -293,16 +294,16 @@ def test_full_disk_one_line_per_air_no_partial_so(env: Env, warm, tmpfs: Path) -
     assert rc == 0 and "3 current, 0 stale, 0 missing, 1 skipped" in st, st
 
 
-@pytest.mark.xfail(reason="needs lead wiring: the build lock and doit's dependency db write into a "
-                          "full build dir outside any AIR's stage (Traceback from buildlock.acquire "
-                          "/ doit dependency.close)", strict=False)
 @pytest.mark.parametrize("leave", [0, 64 << 10], ids=["no_space", "64k"])
 def test_build_dir_full_from_the_start(env: Env, tmpfs: Path, leave: int) -> None:
+    """A build dir on a full file system is a user mistake caught up front: one line, exit 2."""
     pk = copy_key(env.root / "pk")
     _fill(tmpfs, leave)
     rc, out = env.run("build", pk, tmpfs / "b")
     _no_traceback(out)
-    assert rc != 0 and "No space left on device" in out, out
+    assert rc == 2, out
+    assert re.search(r"^exps-codegen: error: (build dir .*: only \d+ KiB free on its file system|"
+                     r"cannot create the build dir .*: No space left on device)", out, re.M), out
     assert _so_files(pk) == {}
 
 
