@@ -317,8 +317,9 @@ def _check_expr(si, si_json, ei_json, x: ExprKernel, lib, buf: Buffers, n: int, 
     ok = lib.exps_launch_expr(exp_id, steps, mem.ptr(empty), 0, n, buf.off_trace[1], buf.off_trace[2],
                               buf.off_trace.get(3, 0), 1, 0, 0, 4, 3, 0, None)
     mem.sync()
-    if ok != 1 or not np.all(mem.get(empty) == POISON):
-        res.mismatches.append(f"expr {exp_id} N 0: returned {ok}, dest {'untouched' if np.all(mem.get(empty) == POISON) else 'written'}")
+    untouched = bool(np.all(mem.get(empty) == POISON))
+    if ok != 1 or not untouched:
+        res.mismatches.append(f"expr {exp_id} N 0: returned {ok}, dest {'untouched' if untouched else 'written'}")
     res.expr_checks += 1
 
 
