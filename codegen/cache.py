@@ -178,7 +178,7 @@ class ObjectCache:
         EDQUOT; a cache dir without write permission, EACCES / EROFS) is a warning (once per
         cache root and error) and returns None; the build goes on as after a miss."""
         head = json.dumps({"key": key, "size": len(obj), "report": report},
-                          sort_keys=True, separators=(",", ":")).encode()
+                          sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
         payload = head + b"\n" + obj
         p = self.path(key)
         try:

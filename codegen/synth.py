@@ -997,7 +997,7 @@ def swap_stats(ei: dict) -> dict[str, int]:
 # --------------------------------------------------------------------------------- writing
 def dumps(obj) -> str:
     """Compact, deterministic JSON (insertion key order = the setup's order), one trailing newline."""
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=True) + "\n"
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=True, allow_nan=False) + "\n"
 
 
 def write_key(root: Path, airs: list[tuple[str, str, dict, dict]]) -> list[Path]:
