@@ -160,6 +160,9 @@ class HostHooks(R.Hooks):
         self.cache[air.key] = so
         return so
 
+    def before_lib(self, air: "R.Air", before_pk: Path) -> Path:
+        return self.gen_lib(air)     # no earlier version here: the same host build
+
     def interp_lib(self, arch: str) -> tuple[Path, str]:
         so = IL.build_host(self.workdir / "libinterp_host.so")
         return so, "host build: Used 0 registers"

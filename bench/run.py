@@ -72,6 +72,11 @@ class Hooks:
         return air.so
 
     @staticmethod
+    def before_lib(air: "Air", before_pk: Path) -> Path:
+        """The .so of the same AIR in the --before copy of its key."""
+        return before_pk / Path(air.so).relative_to(air.pk)
+
+    @staticmethod
     def interp_lib(arch: str) -> tuple[Path, str]:
         return IL.build_gpu(IL.GPU_LIB, arch)
 
@@ -141,6 +146,10 @@ def kernel_info(build_dir: Path | None, key: str, min_scratch: int | None) -> Ke
                     for st in per_arch.values():
                         regs[int(m[1])] = max(regs.get(int(m[1]), 0), int(st.get("registers", 0)))
         info.regs = [regs[c] for c in sorted(regs)]
+        if regs:    # the compiled chunk kernels (the IR passes can make fewer than the manifest's plan)
+            info.chunks = len(regs)
+            if min_scratch is not None:
+                info.slots = min_scratch // 256
     if info.chunks is None and min_scratch is not None:
         info.slots = min_scratch // 256
         info.chunks = 1 if min_scratch == 0 else None
@@ -189,6 +198,50 @@ def table_rows(results: list[dict]) -> list[list[str]]:
             "yes" if r.get("identical") else "NO",
         ])
     return out
+
+
+def launches(chunks: int | None, min_scratch: int, n_ext: int) -> int | None:
+    """Kernel launches of one exps_launch at n_ext rows with ample scratch (grid 512: GEN_WAVE rows a
+    wave): 1 for a single kernel, chunks x waves otherwise."""
+    if chunks is None:
+        chunks = 1 if min_scratch == 0 else None
+    if chunks is None:
+        return None
+    return 1 if chunks == 1 else chunks * -(-n_ext // GEN_WAVE)
+
+
+BA_HEAD = ["AIR", "ops", "before chunks/slots", "after chunks/slots", "before regs", "after regs",
+           "before ms", "after ms", "speed-up", "before Gmul/s", "after Gmul/s", "after floor/gen",
+           "launches before/after", "bit-identical"]
+
+
+def before_after_rows(results: list[dict]) -> list[list[str]]:
+    out = []
+    for r in results:
+        if r.get("before_ms") is None or r.get("gen_ms") is None:
+            continue
+        b, g = r["before_ms"], r["gen_ms"]
+        out.append([r["air"], str(r["ops"]), r.get("before_chunks_slots", "?"), r["chunks_slots"],
+                    r.get("before_regs", "?"), r["regs"], _fmt(b), _fmt(g), f"{b / g:.2f}x",
+                    f"{r['before_gmul_s']:.0f}", f"{r['gmul_s']:.0f}", _pct(r["floor_ms"] / g),
+                    f"{r.get('before_launches', '?')}/{r.get('launches', '?')}",
+                    "yes" if r.get("identical") else "NO"])
+    return out
+
+
+def before_after_report(results: list[dict]) -> str:
+    rows = before_after_rows(results)
+    if not rows:
+        return ""
+    sp = sorted(float(r[8][:-1]) for r in rows)
+    best = max(rows, key=lambda r: float(r[8][:-1]))
+    lines = ["| " + " | ".join(BA_HEAD) + " |", "| " + " | ".join("---" for _ in BA_HEAD) + " |"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    lines += ["", f"{len(rows)} AIRs, before vs after in the same run: median speed-up "
+              f"{statistics.median(sp):.2f}x, largest {best[8]} ({best[0]}), smallest {sp[0]:.2f}x. "
+              "bit-identical = after == before == interpreter on all NExt rows (and after == the numpy "
+              "oracle at the oracle size)."]
+    return "\n".join(lines) + "\n"
 
 
 def markdown_table(results: list[dict]) -> str:
@@ -541,6 +594,19 @@ def bench_air(g: Gpu, ilib: ctypes.CDLL, air: Air, a, bandwidth: float, interp_r
     itp = Interp(g, ilib, si, bc)
     cols = BC.distinct_columns(si, bc)
     gen_slots = max(info.slots or 0, gen.min_scratch // 256, 1)
+    bgen, binfo = None, None
+    before_pk = getattr(a, "before_of", {}).get(str(air.pk))
+    if before_pk is not None:
+        bso = HOOKS.before_lib(air, Path(before_pk))
+        if bso.is_file():
+            bgen = GenLib(bso)
+            bdir = a.before_build_dir_of.get(str(air.pk))
+            binfo = kernel_info(bdir if bdir and Path(bdir).is_dir() else None, air.key, bgen.min_scratch)
+            gen_slots = max(gen_slots, binfo.slots or 0, bgen.min_scratch // 256)
+            res.update({"before_so": str(bso), "before_chunks_slots": binfo.chunks_slots(),
+                        "before_regs": binfo.regs_text(), "before_gen_regs": binfo.regs})
+        else:
+            res["before_so"] = f"absent: {bso}"
 
     # ---- oracle check at a small size
     errs: list[str] = []
@@ -579,6 +645,9 @@ def bench_air(g: Gpu, ilib: ctypes.CDLL, air: Air, a, bandwidth: float, interp_r
     def run_int(k: int, q=q_int, flags: int = 0) -> None:
         itp.launch(sets[k].steps, int(q.data.ptr), int(iscr.data.ptr), iscr.size, n, offs, flags)
 
+    def run_before(k: int, q=q_gen) -> None:
+        bgen.launch(sets[k].steps, int(q.data.ptr), int(gscr.data.ptr), gscr.size, n, offs)
+
     run_gen(0)
     run_int(0)
     g.sync()
@@ -592,6 +661,15 @@ def bench_air(g: Gpu, ilib: ctypes.CDLL, air: Air, a, bandwidth: float, interp_r
                     f"{i // n} row {i % n}: {int(q_gen[i]):#x} vs {int(q_int[i]):#x}")
     if unwritten:
         errs.append(f"{unwritten} q words left unwritten (poison)")
+    if bgen is not None:
+        q_b = cp.full(3 * n, np.uint64(POISON2), dtype=cp.uint64)
+        run_before(0, q_b)
+        g.sync()
+        if not bool(cp.array_equal(q_b, q_gen)):
+            diff = cp.nonzero(q_gen != q_b)[0]
+            errs.append(f"generated != before on {int(diff.size)} of {3 * n} words")
+            identical = False
+        del q_b
     if do_smem:
         q_s = cp.full(3 * n, np.uint64(POISON), dtype=cp.uint64)
         run_int(0, q_s, IL.TMP_SHARED)
@@ -606,10 +684,17 @@ def bench_air(g: Gpu, ilib: ctypes.CDLL, air: Air, a, bandwidth: float, interp_r
 
     # ---- timing
     t_gen_a = g.time(run_gen, a.warmup, a.reps, n_sets)
+    t_bef_a = g.time(run_before, a.warmup, a.reps, n_sets) if bgen is not None else []
     t_int = g.time(run_int, a.warmup, a.reps, n_sets)
     t_smem = g.time(lambda k: run_int(k, flags=IL.TMP_SHARED), a.warmup, a.reps, n_sets) if do_smem else []
     t_gen_b = g.time(run_gen, a.warmup, a.reps, n_sets)
+    t_bef_b = g.time(run_before, a.warmup, a.reps, n_sets) if bgen is not None else []
     gen_ms = median_ms(t_gen_a + t_gen_b)
+    if bgen is not None:
+        bms = median_ms(t_bef_a + t_bef_b)
+        res.update({"before_ms": bms, "before_ms_runs": t_bef_a + t_bef_b,
+                    "before_gmul_s": bc.muls_per_row() * n / (bms * 1e-3) / 1e9,
+                    "before_launches": launches(binfo.chunks, bgen.min_scratch, n)})
     m_a, m_b = median_ms(t_gen_a), median_ms(t_gen_b)
     res.update({
         "gen_ms": gen_ms, "gen_ms_runs": t_gen_a + t_gen_b,
@@ -617,6 +702,7 @@ def bench_air(g: Gpu, ilib: ctypes.CDLL, air: Air, a, bandwidth: float, interp_r
         "interp_ms": median_ms(t_int), "interp_ms_runs": t_int,
         "interp_smem_ms": median_ms(t_smem) if t_smem else None, "interp_smem_ms_runs": t_smem,
         "floor_ms": floor_ms(len(cols), n, bandwidth),
+        "launches": launches(info.chunks, gen.min_scratch, n),
         "gmul_s": bc.muls_per_row() * n / (gen_ms * 1e-3) / 1e9,
         "interp_gmul_s": bc.muls_per_row() * n / (median_ms(t_int) * 1e-3) / 1e9,
         "identical": identical and not errs, "errors": errs,
@@ -645,6 +731,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--arch", default="90", help="GPU arch for --build and libinterp.so (default 90)")
     ap.add_argument("--build-dir", action="append", default=[],
                     help="build dir of the matching --pk (same order; default build/exps/<pk>-<hash>)")
+    ap.add_argument("--before", action="append", default=[],
+                    help="the same key built by an earlier version (its .so placed there), matched to --pk "
+                         "by order: timed on the same inputs in the same run, q compared word for word")
+    ap.add_argument("--before-build-dir", action="append", default=[],
+                    help="build dir of the matching --before (same order)")
     ap.add_argument("--bandwidth-mib", type=int, default=2048, help="copy size of the bandwidth test")
     ap.add_argument("--budget-s", type=float, default=450.0,
                     help="stop timing new AIRs after this many seconds (default 450)")
@@ -660,6 +751,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if len(a.build_dir) > len(a.pk):
         ap.error("more --build-dir than --pk")
     a.build_dir_of = {str(p): Path(d).resolve() for p, d in zip(a.pk, a.build_dir)}
+    if len(a.before) > len(a.pk) or len(a.before_build_dir) > len(a.before):
+        ap.error("more --before than --pk, or more --before-build-dir than --before")
+    a.before_of = {str(p): Path(d).resolve() for p, d in zip(a.pk, a.before)}
+    a.before_build_dir_of = {str(a.pk[i]): Path(d).resolve() for i, d in enumerate(a.before_build_dir)}
     return a
 
 
@@ -805,6 +900,9 @@ def _main(argv: list[str] | None) -> int:
     meta["elapsed_s"] = time.monotonic() - t_start
     (out / "bench.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1, default=str) + "\n")
     md = markdown_report(meta, results)
+    ba = before_after_report(results)
+    if ba:
+        md += "\n#### Before vs after\n\n" + ba
     (out / "bench.md").write_text(md)
     png = write_png(out / "bench.png", results, meta)
     for nt in notes:
@@ -818,6 +916,8 @@ def _main(argv: list[str] | None) -> int:
     print(f"\n{md.splitlines()[0]}\n{command}\n{g.name}, driver {meta['driver']}, copy {bw['gbs']:,.0f} GB/s, "
           f"{meta['elapsed_s']:.0f} s\n")
     print(plain_table(results))
+    if ba:
+        print("\n" + ba)
     return 1 if bad or not results else 0
 
 

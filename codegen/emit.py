@@ -15,7 +15,8 @@ import jinja2
 
 from . import EMITTER_VERSION
 from .ir import KernelIR, Leaf, Op, Val
-from .plan import Plan
+from .passes import PassStats, optimize
+from .plan import Plan, plan
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 COMMON_HEADER = "gen_common.cuh"
@@ -153,13 +154,33 @@ class ExprKernel:
 
 @dataclass
 class KernelSource:
-    """Everything emit needs for one kernel key."""
+    """Everything emit needs for one kernel key.
+
+    With `passes` (the default) the Q IR goes through `codegen.passes.optimize` (CSE, dead code)
+    and is re-planned into (at most) as many chunks as the given plan has, of equal size: `q` and
+    `plan` are then what is emitted (and what `exps_min_scratch` reports); `q_in` keeps the IR as
+    given and `pass_stats` the counts. Keeping the chunk count keeps chunk c of a tuning probe the
+    c-th kernel the tuner measured."""
 
     key: str
     q: KernelIR
     plan: Plan
     exprs: list[ExprKernel] = field(default_factory=list)
     source_hash: str = ""
+    passes: bool = True
+    q_in: KernelIR | None = field(default=None, init=False)
+    pass_stats: PassStats | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self.q_in = self.q
+        if not self.passes or self.q is None or not self.q.ops:
+            return
+        q, st = optimize(self.q)
+        self.pass_stats = st
+        if st.ops_out != st.ops_in:
+            n = self.plan.n_chunks
+            self.q = q
+            self.plan = plan(q, -(-len(q.ops) // n) if n > 1 else 0)
 
 
 def _env() -> jinja2.Environment:

@@ -93,7 +93,8 @@ def main(s, seed: int = 7) -> int:
             checked += 1
             status = "bit-identical" if r.ok else "MISMATCH " + "; ".join(r.mismatches[:3])
             bad += not r.ok
-            print(f"{p.rel}: Q {cov.q_ops} ops / {ks.plan.n_chunks} chunks / {ks.plan.total_slots} slots, "
+            after = f" ({len(ks.q.ops)} after passes)" if len(ks.q.ops) != cov.q_ops else ""
+            print(f"{p.rel}: Q {cov.q_ops} ops{after} / {ks.plan.n_chunks} chunks / {ks.plan.total_slots} slots, "
                   f"{len(ks.exprs)} exprs ({r.expr_checks} launches), {n} words: {status} "
                   f"({time.monotonic() - t0:.1f}s)")
             sys.stdout.flush()

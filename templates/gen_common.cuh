@@ -39,18 +39,77 @@ struct StepsParams {
 #define EXPS_EPS 0xFFFFFFFFull
 
 // ------------------------------------------------------------------------------ base field
+// Every op has a portable C form (the host check's, and the device's under -DEXPS_PORTABLE) and, for
+// add, sub and mul, a device form with carry chains that computes the same words with fewer
+// instructions (bench/fieldops.py checks them against each other and the numpy oracle on the GPU).
+#if defined(__CUDA_ARCH__) && !defined(EXPS_PORTABLE)
+#define EXPS_DEVICE_PTX 1
+#endif
+
 EXPS_HD uint64_t gl_canon(uint64_t a) { return a >= EXPS_P ? a - EXPS_P : a; }
 
-EXPS_HD uint64_t gl_add(uint64_t a, uint64_t b) {
+EXPS_HD uint64_t gl_add_portable(uint64_t a, uint64_t b) {
     uint64_t ca = gl_canon(a);
     uint64_t s = ca + b;
     return s < ca ? s + EXPS_EPS : s;          // carry: s + 2^64 - p
 }
 
-EXPS_HD uint64_t gl_sub(uint64_t a, uint64_t b) {
+EXPS_HD uint64_t gl_sub_portable(uint64_t a, uint64_t b) {
     uint64_t ap = a < EXPS_EPS ? a + EXPS_P : a;
     return ap >= b ? ap - b : ap - b + EXPS_P;
 }
+
+#ifdef EXPS_DEVICE_PTX
+// a + b: canon(a) = a >= p ? a - p : a is (lo + m, hi & ~m) with m = -[a >= p] (a >= p means
+// hi = 2^32 - 1, lo >= 1, so a - p = lo - 1); then s = ca + b with its carry c, and s + c * EPS =
+// s - c + (c << 32) as one borrow chain (s <= p - 2 when c = 1: no wrap). Each carry is read by
+// the same kind of op that set it (add.cc -> addc, sub.cc -> subc): a subc after an add.cc reads
+// the flag inverted. 10 SASS instructions (the portable form: 14).
+__device__ __forceinline__ uint64_t gl_add(uint64_t a, uint64_t b) {
+    const uint32_t m = a >= EXPS_P ? 0xFFFFFFFFu : 0u;
+    const uint64_t ca = ((uint64_t)((uint32_t)(a >> 32) & ~m) << 32) | (uint32_t)((uint32_t)a + m);
+    uint64_t r;
+    asm("{\n\t"
+        ".reg .u32 a0, a1, b0, b1, c;\n\t"
+        "mov.b64 {a0, a1}, %1;\n\t"
+        "mov.b64 {b0, b1}, %2;\n\t"
+        "add.cc.u32 a0, a0, b0;\n\t"
+        "addc.cc.u32 a1, a1, b1;\n\t"
+        "addc.u32 c, 0, 0;\n\t"              // c = carry
+        "sub.cc.u32 a0, a0, c;\n\t"          // s - c ...
+        "subc.u32 a1, a1, 0;\n\t"
+        "add.u32 a1, a1, c;\n\t"             // ... + (c << 32)
+        "mov.b64 %0, {a0, a1};\n\t"
+        "}"
+        : "=l"(r) : "l"(ca), "l"(b));
+    return r;
+}
+
+// a - b: a < EPS is lifted to a + p = (2^32 - 1, lo + 1), i.e. (hi | m, lo - m) with m = -[a < EPS];
+// then d = ap - b with the borrow as a mask, and d - borrow * EPS (= ap - b + p >= 1 when borrowed,
+// as ap >= EPS: no wrap). 10 SASS instructions (the portable form: 14).
+__device__ __forceinline__ uint64_t gl_sub(uint64_t a, uint64_t b) {
+    const uint32_t m = a < EXPS_EPS ? 0xFFFFFFFFu : 0u;
+    const uint64_t ap = ((uint64_t)((uint32_t)(a >> 32) | m) << 32) | (uint32_t)((uint32_t)a - m);
+    uint64_t r;
+    asm("{\n\t"
+        ".reg .u32 a0, a1, b0, b1, m;\n\t"
+        "mov.b64 {a0, a1}, %1;\n\t"
+        "mov.b64 {b0, b1}, %2;\n\t"
+        "sub.cc.u32 a0, a0, b0;\n\t"
+        "subc.cc.u32 a1, a1, b1;\n\t"
+        "subc.u32 m, 0, 0;\n\t"              // m = -borrow
+        "sub.cc.u32 a0, a0, m;\n\t"          // - EPS when borrowed
+        "subc.u32 a1, a1, 0;\n\t"
+        "mov.b64 %0, {a0, a1};\n\t"
+        "}"
+        : "=l"(r) : "l"(ap), "l"(b));
+    return r;
+}
+#else
+EXPS_HD uint64_t gl_add(uint64_t a, uint64_t b) { return gl_add_portable(a, b); }
+EXPS_HD uint64_t gl_sub(uint64_t a, uint64_t b) { return gl_sub_portable(a, b); }
+#endif
 
 EXPS_HD uint64_t gl_neg(uint64_t a) { return a <= EXPS_P ? EXPS_P - a : 2 * EXPS_P - a; }
 
@@ -78,14 +137,16 @@ EXPS_HD uint64_t gl_mul_portable(uint64_t a, uint64_t b) {
     return r;
 }
 
-#ifdef __CUDA_ARCH__
+#ifdef EXPS_DEVICE_PTX
 // Device: the 128-bit product from four 32x32 partial products with carry chains, then the
-// reduction above with the carry and borrow flags (no branches).
+// reduction above with the carry and borrow flags (no branches): d = s - hh on 32-bit words,
+// k = c - b, and d + k * EPS = d - sext(k) + (k << 32) as one borrow chain (the high word's
+// three-input add takes k and -(k >> 31)). 18 SASS instructions (the first device form: 20).
 __device__ __forceinline__ uint64_t gl_mul(uint64_t a, uint64_t b) {
     uint64_t r;
     asm("{\n\t"
-        ".reg .u32 a0, a1, b0, b1, r0, r1, r2, r3, c, k;\n\t"
-        ".reg .u64 lo, t, s, hh, d, k64, e;\n\t"
+        ".reg .u32 a0, a1, b0, b1, r0, r1, r2, r3, c, k, s0, s1, sh;\n\t"
+        ".reg .u64 lo, t, s;\n\t"
         "mov.b64 {a0, a1}, %1;\n\t"
         "mov.b64 {b0, b1}, %2;\n\t"
         "mul.lo.u32 r0, a0, b0;\n\t"
@@ -100,15 +161,17 @@ __device__ __forceinline__ uint64_t gl_mul(uint64_t a, uint64_t b) {
         "addc.u32 r3, r3, 0;\n\t"
         "mov.b64 lo, {r0, r1};\n\t"
         "mul.wide.u32 t, r2, 0xFFFFFFFF;\n\t"
-        "add.cc.u64 s, lo, t;\n\t"
+        "add.cc.u64 s, lo, t;\n\t"          // s = lo + hl * EPS, carry c
         "addc.u32 c, 0, 0;\n\t"
-        "cvt.u64.u32 hh, r3;\n\t"
-        "sub.cc.u64 d, s, hh;\n\t"
-        "subc.u32 k, c, 0;\n\t"
-        "cvt.s64.s32 k64, k;\n\t"
-        "shl.b64 e, k64, 32;\n\t"
-        "sub.s64 e, e, k64;\n\t"
-        "add.u64 %0, d, e;\n\t"
+        "mov.b64 {s0, s1}, s;\n\t"
+        "sub.cc.u32 s0, s0, r3;\n\t"        // d = s - hh, borrow b
+        "subc.cc.u32 s1, s1, 0;\n\t"
+        "subc.u32 k, c, 0;\n\t"             // k = c - b
+        "shr.s32 sh, k, 31;\n\t"
+        "sub.cc.u32 s0, s0, k;\n\t"         // d - sext(k) ...
+        "subc.u32 s1, s1, sh;\n\t"
+        "add.u32 s1, s1, k;\n\t"            // ... + (k << 32)
+        "mov.b64 %0, {s0, s1};\n\t"
         "}"
         : "=l"(r) : "l"(a), "l"(b));
     return r;

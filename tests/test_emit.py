@@ -42,10 +42,13 @@ def _air(name: str, group: str = "Basic", leaf: str = "air"):
         json.loads((d / f"{name}.expressionsinfo.json").read_text())
 
 
-def _ks(name: str, opc: int | None = None, key: str | None = None, exprs=None) -> KernelSource:
+def _ks(name: str, opc: int | None = None, key: str | None = None, exprs=None, passes: bool = True) -> KernelSource:
     si, ei, _, _ = _air(name)
     cov = cover(si, ei)
     ks = hostcheck.kernel_source(key or f"k_{name.lower()}", cov, opc, HASH)
+    if not passes:     # the emitter's layout on the IR as lowered (op for op)
+        c = hostcheck.default_ops_per_chunk(len(cov.q.ops)) if opc is None else opc
+        ks = KernelSource(ks.key, cov.q, plan(cov.q, c), ks.exprs, HASH, passes=False)
     if exprs is not None:
         ks.exprs = exprs(ks.exprs)
     return ks
@@ -82,7 +85,7 @@ def test_file_names_without_expressions() -> None:
 
 
 def test_file_names_chunked_large() -> None:
-    ks = _ks("Large", 256)
+    ks = _ks("Large", 256, passes=False)
     n = len(ks.q.ops)
     assert n == 5394 and ks.plan.n_chunks == 22
     files = render(ks)
@@ -405,7 +408,7 @@ def test_render_40000_op_q(tmp_path: Path, capsys) -> None:
     si, ei = load_air(p.starkinfo, p.expressions)
     cov = cover(si, ei)
     assert cov.air_skip == "" and len(cov.q.ops) == 39998
-    ks = KernelSource(p.key, cov.q, plan(cov.q, 256), cov.exprs, HASH)
+    ks = KernelSource(p.key, cov.q, plan(cov.q, 256), cov.exprs, HASH, passes=False)
     t0 = time.perf_counter()
     files = render(ks)
     dt = time.perf_counter() - t0
@@ -551,8 +554,11 @@ def run_end_to_end(si_json: dict, ei_json: dict, n_trace: int, opc: int) -> host
     assert cov.air_skip == ""
     assert len(cov.exprs) == n_trace and cov.skipped_exprs == []
     ks = hostcheck.kernel_source("prop", cov, opc, HASH)
-    chunked = 0 < opc < len(cov.q.ops)
-    assert ks.plan.n_chunks == (-(-len(cov.q.ops) // opc) if chunked else 1)
+    assert ks.q_in is cov.q and len(ks.q.ops) == ks.pass_stats.ops_out <= len(cov.q.ops)
+    n_given = -(-len(cov.q.ops) // opc) if 0 < opc < len(cov.q.ops) else 1
+    # the IR after the passes, re-planned into at most as many chunks as given
+    assert ks.plan == plan(ks.q, ks.plan.ops_per_chunk) and 1 <= ks.plan.n_chunks <= n_given
+    chunked = ks.plan.n_chunks > 1
     with tempfile.TemporaryDirectory(prefix="exps-prop-") as d:
         lib = hostcheck._load(hostcheck.build_host_library(render(ks), Path(d)))
         res = hostcheck.check_kernel(si, si_json, ei_json, ks, lib, seed=7)

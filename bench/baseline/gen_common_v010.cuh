@@ -1,0 +1,271 @@
+// exps-codegen: common header of every generated translation unit.
+// Self-contained (no pil2-stark headers). Compiles with nvcc for the device and with g++ for the host
+// check, so the host check runs exactly the arithmetic the GPU runs.
+//
+// Goldilocks arithmetic is bit-identical to the production gl64_t built with GL64_PARTIALLY_REDUCED
+// (spec §1.1): values are any u64, `a + b` canonicalises only its left operand, `5 - 5 = p`, ...
+// The cubic extension F_p[X]/(X^3 - X - 1) follows the production op order (spec §1.2).
+#ifndef EXPS_GEN_COMMON_CUH
+#define EXPS_GEN_COMMON_CUH
+
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#include <cuda_runtime.h>
+#define EXPS_HD __host__ __device__ __forceinline__
+#else
+#define EXPS_HD static inline
+typedef struct CUstream_st* cudaStream_t;
+#endif
+#define EXPS_EXPORT __attribute__((visibility("default")))
+
+// The prover's StepsParams: 12 pointers, 96 bytes, this field order (spec §2.3).
+struct StepsParams {
+    uint64_t* trace;
+    uint64_t* aux_trace;
+    uint64_t* publicInputs;
+    uint64_t* proofValues;
+    uint64_t* challenges;
+    uint64_t* airgroupValues;
+    uint64_t* airValues;
+    uint64_t* evals;
+    uint64_t* xDivXSub;
+    uint64_t* pConstPolsAddress;
+    uint64_t* pConstPolsExtendedTreeAddress;
+    uint64_t* pCustomCommitsFixed;
+};
+
+#define EXPS_P 0xFFFFFFFF00000001ull
+#define EXPS_EPS 0xFFFFFFFFull
+
+// ------------------------------------------------------------------------------ base field
+EXPS_HD uint64_t gl_canon(uint64_t a) { return a >= EXPS_P ? a - EXPS_P : a; }
+
+EXPS_HD uint64_t gl_add(uint64_t a, uint64_t b) {
+    uint64_t ca = gl_canon(a);
+    uint64_t s = ca + b;
+    return s < ca ? s + EXPS_EPS : s;          // carry: s + 2^64 - p
+}
+
+EXPS_HD uint64_t gl_sub(uint64_t a, uint64_t b) {
+    uint64_t ap = a < EXPS_EPS ? a + EXPS_P : a;
+    return ap >= b ? ap - b : ap - b + EXPS_P;
+}
+
+EXPS_HD uint64_t gl_neg(uint64_t a) { return a <= EXPS_P ? EXPS_P - a : 2 * EXPS_P - a; }
+
+EXPS_HD uint64_t gl_mulhi(uint64_t a, uint64_t b) {
+#ifdef __CUDA_ARCH__
+    return __umul64hi(a, b);
+#else
+    return (uint64_t)(((unsigned __int128)a * b) >> 64);
+#endif
+}
+
+// y = lo + (hi & EPS) * EPS - (hi >> 32); y < 0 ? y + p : y >= 2^64 ? y - p : y   (hi:lo = a * b)
+// Equivalently r = d + k * EPS (mod 2^64) with s = lo + hl * EPS (carry c), d = s - hh (borrow b),
+// k = c - b in {-1, 0, 1}: the device version computes exactly that with carry flags.
+EXPS_HD uint64_t gl_mul_portable(uint64_t a, uint64_t b) {
+    uint64_t lo = a * b, hi = gl_mulhi(a, b);
+    uint64_t hh = hi >> 32, hl = hi & EXPS_EPS;
+    uint64_t t = lo + hl * EXPS_EPS;
+    uint64_t r = t - hh;
+    if (t < lo) {                               // carry out of lo + hl*EPS
+        if (t >= hh) r += EXPS_EPS;             // y >= 2^64: y - p
+    } else if (t < hh) {
+        r += EXPS_P;                            // y < 0: y + p
+    }
+    return r;
+}
+
+#ifdef __CUDA_ARCH__
+// Device: the 128-bit product from four 32x32 partial products with carry chains, then the
+// reduction above with the carry and borrow flags (no branches).
+__device__ __forceinline__ uint64_t gl_mul(uint64_t a, uint64_t b) {
+    uint64_t r;
+    asm("{\n\t"
+        ".reg .u32 a0, a1, b0, b1, r0, r1, r2, r3, c, k;\n\t"
+        ".reg .u64 lo, t, s, hh, d, k64, e;\n\t"
+        "mov.b64 {a0, a1}, %1;\n\t"
+        "mov.b64 {b0, b1}, %2;\n\t"
+        "mul.lo.u32 r0, a0, b0;\n\t"
+        "mul.hi.u32 r1, a0, b0;\n\t"
+        "mul.lo.u32 r2, a1, b1;\n\t"
+        "mul.hi.u32 r3, a1, b1;\n\t"
+        "mad.lo.cc.u32 r1, a0, b1, r1;\n\t"
+        "madc.hi.cc.u32 r2, a0, b1, r2;\n\t"
+        "addc.u32 r3, r3, 0;\n\t"
+        "mad.lo.cc.u32 r1, a1, b0, r1;\n\t"
+        "madc.hi.cc.u32 r2, a1, b0, r2;\n\t"
+        "addc.u32 r3, r3, 0;\n\t"
+        "mov.b64 lo, {r0, r1};\n\t"
+        "mul.wide.u32 t, r2, 0xFFFFFFFF;\n\t"
+        "add.cc.u64 s, lo, t;\n\t"
+        "addc.u32 c, 0, 0;\n\t"
+        "cvt.u64.u32 hh, r3;\n\t"
+        "sub.cc.u64 d, s, hh;\n\t"
+        "subc.u32 k, c, 0;\n\t"
+        "cvt.s64.s32 k64, k;\n\t"
+        "shl.b64 e, k64, 32;\n\t"
+        "sub.s64 e, e, k64;\n\t"
+        "add.u64 %0, d, e;\n\t"
+        "}"
+        : "=l"(r) : "l"(a), "l"(b));
+    return r;
+}
+#else
+EXPS_HD uint64_t gl_mul(uint64_t a, uint64_t b) { return gl_mul_portable(a, b); }
+#endif
+
+EXPS_HD uint64_t gl_sqrn_mul(uint64_t s, int n, uint64_t m) {
+    for (int i = 0; i < n; ++i) s = gl_mul(s, s);
+    return gl_mul(s, m);
+}
+
+// a^(p-2) by sppark's addition chain (raw multiplications); inv(0) = 0.
+EXPS_HD uint64_t gl_inv(uint64_t x) {
+    uint64_t t0, t1;
+    t1 = gl_sqrn_mul(x, 1, x);
+    t0 = gl_sqrn_mul(t1, 2, t1);
+    t0 = gl_sqrn_mul(t0, 2, t1);
+    t1 = gl_sqrn_mul(t0, 6, t0);
+    t1 = gl_sqrn_mul(t1, 12, t1);
+    t1 = gl_sqrn_mul(t1, 6, t0);
+    t1 = gl_sqrn_mul(t1, 1, x);
+    t1 = gl_sqrn_mul(t1, 32, t1);
+    t1 = gl_sqrn_mul(t1, 1, x);
+    return t1;
+}
+
+// ------------------------------------------------------------------------- cubic extension
+struct gl3 { uint64_t v0, v1, v2; };
+
+EXPS_HD gl3 gl3_make(uint64_t a, uint64_t b, uint64_t c) { gl3 r; r.v0 = a; r.v1 = b; r.v2 = c; return r; }
+EXPS_HD gl3 gl3_add(gl3 a, gl3 b) { return gl3_make(gl_add(a.v0, b.v0), gl_add(a.v1, b.v1), gl_add(a.v2, b.v2)); }
+EXPS_HD gl3 gl3_sub(gl3 a, gl3 b) { return gl3_make(gl_sub(a.v0, b.v0), gl_sub(a.v1, b.v1), gl_sub(a.v2, b.v2)); }
+EXPS_HD gl3 gl3_add31(gl3 a, uint64_t b) { return gl3_make(gl_add(a.v0, b), a.v1, a.v2); }
+EXPS_HD gl3 gl3_sub31(gl3 a, uint64_t b) { return gl3_make(gl_sub(a.v0, b), a.v1, a.v2); }
+EXPS_HD gl3 gl3_rsub31(gl3 a, uint64_t b) { return gl3_make(gl_sub(b, a.v0), gl_neg(a.v1), gl_neg(a.v2)); }
+EXPS_HD gl3 gl3_mul31(gl3 a, uint64_t b) { return gl3_make(gl_mul(a.v0, b), gl_mul(a.v1, b), gl_mul(a.v2, b)); }
+
+EXPS_HD gl3 gl3_mul(gl3 a, gl3 b) {
+    uint64_t A01 = gl_add(a.v0, a.v1), A02 = gl_add(a.v0, a.v2), A12 = gl_add(a.v1, a.v2);
+    uint64_t B01 = gl_add(b.v0, b.v1), B02 = gl_add(b.v0, b.v2), B12 = gl_add(b.v1, b.v2);
+    uint64_t D = gl_mul(a.v0, b.v0), E = gl_mul(a.v1, b.v1), F = gl_mul(a.v2, b.v2);
+    uint64_t G = gl_sub(D, E);
+    uint64_t R0 = gl_mul(A12, B12), R1 = gl_mul(A01, B01), R2 = gl_mul(A02, B02);
+    return gl3_make(gl_sub(gl_add(R0, G), F),
+                    gl_sub(gl_sub(gl_sub(gl_add(R1, R0), E), E), D),
+                    gl_sub(R2, G));
+}
+
+EXPS_HD gl3 gl3_inv(gl3 a) {
+    uint64_t aa = gl_mul(a.v0, a.v0), ac = gl_mul(a.v0, a.v2), ba = gl_mul(a.v1, a.v0);
+    uint64_t bb = gl_mul(a.v1, a.v1), bc = gl_mul(a.v1, a.v2), cc = gl_mul(a.v2, a.v2);
+    uint64_t aaa = gl_mul(aa, a.v0), aac = gl_mul(aa, a.v2), abc = gl_mul(ba, a.v2);
+    uint64_t abb = gl_mul(ba, a.v1), acc = gl_mul(ac, a.v2), bbb = gl_mul(bb, a.v1);
+    uint64_t bcc = gl_mul(bc, a.v2), ccc = gl_mul(cc, a.v2);
+    uint64_t t = gl_add(abc, abc);
+    t = gl_add(t, abc); t = gl_add(t, abb); t = gl_sub(t, aaa); t = gl_sub(t, aac); t = gl_sub(t, aac);
+    t = gl_sub(t, acc); t = gl_sub(t, bbb); t = gl_add(t, bcc); t = gl_sub(t, ccc);
+    uint64_t ti = gl_inv(t);
+    uint64_t r0 = gl_sub(gl_sub(gl_sub(gl_sub(gl_add(bc, bb), aa), ac), ac), cc);
+    uint64_t r1 = gl_sub(ba, cc);
+    uint64_t r2 = gl_sub(gl_add(ac, cc), bb);
+    return gl3_make(gl_mul(r0, ti), gl_mul(r1, ti), gl_mul(r2, ti));
+}
+
+// ------------------------------------------------------------------------- evaluation context
+// Base pointers and sizes one row evaluation needs (built once per thread from StepsParams).
+struct ExpsCtx {
+    const uint64_t* cm[4];   // stage s section base (cm[s]); column c, row l at cm[s][c * D + l]
+    const uint64_t* cst;     // fixed columns: const tree (extended) or pConstPolsAddress (trace)
+    const uint64_t* zi;      // everyRow zerofier (extended only)
+    const uint64_t* publics;
+    const uint64_t* challenges;
+    const uint64_t* airvalues;
+    const uint64_t* airgroupvalues;
+    const uint64_t* proofvalues;
+    const uint64_t* evals;
+    uint64_t D, mask;
+    unsigned lg;             // log2(D): column c starts at c << lg
+};
+
+// Read-only input loads (columns, constants, scalars: never written while a kernel runs).
+#ifdef __CUDA_ARCH__
+#define EXPS_LD(p) __ldg(p)
+#else
+#define EXPS_LD(p) (*(p))
+#endif
+
+EXPS_HD ExpsCtx exps_ctx(const StepsParams* P, uint64_t D, int extended, uint64_t o1, uint64_t o2,
+                         uint64_t o3, uint64_t ozi) {
+    ExpsCtx X;
+    const uint64_t* aux = P->aux_trace;
+    X.cm[0] = 0;
+    X.cm[1] = extended ? aux + o1 : P->trace;    // trace-domain stage 1 reads P->trace (spec §2.4)
+    X.cm[2] = aux + o2;
+    X.cm[3] = aux + o3;
+    X.cst = extended ? P->pConstPolsExtendedTreeAddress : P->pConstPolsAddress;
+    X.zi = aux + ozi;
+    X.publics = P->publicInputs;
+    X.challenges = P->challenges;
+    X.airvalues = P->airValues;
+    X.airgroupvalues = P->airgroupValues;
+    X.proofvalues = P->proofValues;
+    X.evals = P->evals;
+    X.D = D;
+    X.mask = D - 1;
+    X.lg = 0;
+    while (((uint64_t)1 << X.lg) < D) ++X.lg;
+    return X;
+}
+
+// Logical row of an opening: (row + shift) mod D, D a power of two.
+#define EXPS_ROW(shift) ((row + (uint64_t)(int64_t)(shift)) & X.mask)
+
+// ------------------------------------------------------------------------- expression stores
+enum { EXPS_WRITE = 0, EXPS_MUL_INV = 1, EXPS_WRITE_INV = 2 };
+
+EXPS_HD uint64_t* exps_dest_at(uint64_t* dest, uint64_t row, uint64_t i, uint64_t destDomain,
+                               uint64_t stagePos, uint64_t destDim, unsigned destExpr) {
+    return destExpr ? dest + row * destDim + i : dest + (stagePos + i) * destDomain + row;
+}
+
+// Store one row of an expression value per spec §4.3. `num1`: this expression is the denominator
+// of a hint whose numerator is dim 1, so MUL_INV of a dim-3 value computes u_i * dest0 as the
+// interpreter does (not mul33((dest0, 0, 0), u)).
+EXPS_HD void exps_store(uint64_t* dest, uint64_t row, gl3 v, int vdim, int num1, uint64_t mode,
+                        uint64_t scalar, uint64_t destDomain, uint64_t stagePos, uint64_t destDim,
+                        unsigned destExpr) {
+#define EXPS_AT(i) (*exps_dest_at(dest, row, (i), destDomain, stagePos, destDim, destExpr))
+    if (mode == EXPS_WRITE) {
+        EXPS_AT(0) = v.v0;
+        if (destDim == 3) {
+            EXPS_AT(1) = vdim == 3 ? v.v1 : 0;
+            EXPS_AT(2) = vdim == 3 ? v.v2 : 0;
+        }
+        return;
+    }
+    gl3 u = vdim == 3 ? gl3_inv(v) : gl3_make(gl_inv(v.v0), 0, 0);
+    if (mode == EXPS_MUL_INV) {
+        if (destDim == 1) {
+            EXPS_AT(0) = gl_mul(EXPS_AT(0), u.v0);
+            return;
+        }
+        gl3 d = gl3_make(EXPS_AT(0), EXPS_AT(1), EXPS_AT(2));
+        gl3 r = vdim == 1 ? gl3_mul31(d, u.v0) : (num1 ? gl3_mul31(u, d.v0) : gl3_mul(d, u));
+        EXPS_AT(0) = r.v0; EXPS_AT(1) = r.v1; EXPS_AT(2) = r.v2;
+        return;
+    }
+    // EXPS_WRITE_INV
+    if (destDim == 1) {
+        EXPS_AT(0) = gl_mul(scalar, u.v0);
+        return;
+    }
+    gl3 r = gl3_mul31(u, scalar);
+    EXPS_AT(0) = r.v0; EXPS_AT(1) = r.v1; EXPS_AT(2) = r.v2;
+#undef EXPS_AT
+}
+
+#endif  // EXPS_GEN_COMMON_CUH
