@@ -271,3 +271,39 @@ def test_interrupt_is_one_line_and_kills_the_compilers(tmp_path: Path, front: st
     kit.doit(timeout=300)
     assert bk.so_files(kit.pk) == {bk.TINY}
     assert time.monotonic() - t0 < 300
+
+
+@pytest.mark.parametrize("front", ["cli", "doit"])
+def test_sigkill_of_the_front_end_leaves_no_process_and_no_lock(tmp_path: Path, front: str) -> None:
+    """A pipeline SIGKILLs only the front end (doit's main process / exps-codegen) mid-compile:
+    its workers and every compiler (each under a guard) die with it, within a bound; the lock it
+    held does not block the next build, which completes."""
+    kit = bk.new_kit(tmp_path / "k", airs=(bk.TINY, bk.SKIPPED))
+    stall = bk.write_launcher(tmp_path / "stall.sh", kit.log, fault="stall", kind="cc",
+                              marker=tmp_path / "stall.pid")
+    if front == "cli":
+        argv = [*bk.exps_codegen(), "build", str(kit.pk), *bk.CLI_ARGS, "--build-dir", str(kit.build),
+                "--launcher", stall, "-j", "2"]
+    else:
+        argv = [*kit.doit_argv("-n", "2", launcher=stall)]
+    proc = subprocess.Popen(argv, cwd=kit.root, env=kit.env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(tmp_path.glob("stall.pid.*")):
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while _procs_with(str(kit.root)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _procs_with(str(kit.root)) == []
+        stalled = [int(p.read_text()) for p in tmp_path.glob("stall.pid.*")]
+        assert stalled and not any(_alive(pid) for pid in stalled)
+    finally:
+        bk.kill_strays(kit.root)
+    t0 = time.monotonic()
+    p = kit.doit(timeout=300)
+    assert "waiting for the build" not in p.stderr, p.stderr
+    assert bk.so_files(kit.pk) == {bk.TINY} and time.monotonic() - t0 < 300

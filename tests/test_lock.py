@@ -1,0 +1,96 @@
+"""The build lock (codegen/buildlock.py): one build per build dir; a second one says whom it waits
+for; a lock whose recorded owner is dead never blocks, even if an orphan still holds the flock."""
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from codegen import buildlock
+
+HOLD = r"""
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+fcntl.flock(fd, fcntl.LOCK_EX)
+os.ftruncate(fd, 0); os.pwrite(fd, (sys.argv[2] + "\n").encode(), 0)
+print("held", flush=True)
+time.sleep(float(sys.argv[3]))
+"""
+
+
+def _holder(lock: Path, owner: str, secs: float) -> subprocess.Popen:
+    p = subprocess.Popen([sys.executable, "-c", HOLD, str(lock), owner, str(secs)], stdout=subprocess.PIPE,
+                         text=True)
+    assert p.stdout.readline() == "held\n"
+    return p
+
+
+def _dead_pid() -> int:
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid
+
+
+def test_waits_for_a_live_owner_and_says_so(tmp_path: Path) -> None:
+    h = _holder(tmp_path / ".lock", "{pid}", 1.5)
+    try:
+        # the holder records its own pid, as a build does
+        (tmp_path / ".lock").write_text(f"{h.pid}\n")
+        out = io.StringIO()
+        t0 = time.monotonic()
+        buildlock.acquire(tmp_path, out=out)
+        waited = time.monotonic() - t0
+    finally:
+        h.wait()
+    buildlock.release(tmp_path)
+    assert waited >= 1.0
+    assert out.getvalue() == f"exps-codegen: waiting for the build in {tmp_path} (pid {h.pid})\u2026\n"
+
+
+def test_a_dead_owners_lock_is_taken_over_at_once(tmp_path: Path) -> None:
+    """An orphan (say a worker of a SIGKILLed build from an older version) still holds the flock,
+    but the pid the lock records is gone: taken over, no wait."""
+    dead = _dead_pid()
+    h = _holder(tmp_path / ".lock", str(dead), 30)
+    try:
+        out = io.StringIO()
+        t0 = time.monotonic()
+        buildlock.acquire(tmp_path, out=out)
+        assert time.monotonic() - t0 < 2
+        assert out.getvalue() == f"exps-codegen: took over the lock of {tmp_path} from pid {dead}, which is gone\n"
+        assert (tmp_path / ".lock").read_text() == f"{os.getpid()}\n"
+    finally:
+        buildlock.release(tmp_path)
+        h.kill()
+        h.wait()
+
+
+def test_forked_children_do_not_keep_the_lock(tmp_path: Path) -> None:
+    """doit's -n workers are forked while we hold the lock: they drop their copy (procs' fork
+    hook), so the lock goes with the owner process, whatever its children do."""
+    import signal
+
+    from codegen import procs
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    procs.install()
+    for s, h in saved.items():          # pytest keeps its own handlers; the fork hook stays
+        signal.signal(s, h)
+    buildlock.acquire(tmp_path)
+    pid = os.fork()
+    if pid == 0:       # the child: the lock must be free once the parent has released its fd
+        time.sleep(30)
+        os._exit(0)
+    try:
+        buildlock.release(tmp_path)
+        probe = subprocess.run([sys.executable, "-c",
+                                "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR);"
+                                "fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB); print('free')",
+                                str(tmp_path / ".lock")], capture_output=True, text=True)
+        assert probe.stdout == "free\n", probe.stderr
+    finally:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        procs._installed = False
