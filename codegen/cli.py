@@ -82,7 +82,7 @@ def _settings(a):
     build = getattr(a, "keep_dir", None) or a.build_dir
     try:
         return Settings(pk=a.pk, build=build, arch=a.arch, cap=a.cap, chunk=a.chunk,
-                        launcher=a.launcher, compile_timeout=a.compile_timeout)
+                        launcher=a.launcher, compile_timeout=a.compile_timeout, namespace="")
     except ValueError as e:
         raise UserError(str(e)) from None
 
@@ -93,6 +93,10 @@ def run_doit(s, targets: list[str], jobs: int = 1, emit_only: bool = False, extr
 
     from .front import doit_config
     from .tasks import ProgressReporter, exps_tasks, lock_build, unlock_build
+
+    if s.namespace:   # the CLI owns its graph: plain stage names (ir ... link), as our dodo.py
+        import dataclasses
+        s = dataclasses.replace(s, namespace="")
 
     def task_exps():
         yield from exps_tasks(s, emit_only=emit_only)

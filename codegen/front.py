@@ -83,7 +83,7 @@ def dodo_settings(argv: list[str], get_var, default_pk: Path) -> tuple[Settings,
                          cap=Settings.cap if (c := _int_var("cap", get_var("cap", None))) is None else c,
                          chunk=_int_var("chunk", get_var("chunk", None)),
                          launcher=get_var("launcher", None) or os.environ.get("EXPS_LAUNCHER") or None,
-                         compile_timeout=timeout)
+                         compile_timeout=timeout, namespace="")
         except ValueError as e:
             raise preflight.UserError(str(e)) from None
         if cmd in ("list", "help", "info", "forget", "ignore", "dumpdb", "strace", "tabcompletion",

@@ -60,6 +60,10 @@ class Settings:
     chunk: int | None = None
     launcher: str | None = None
     compile_timeout: float | None = None
+    #: prefix of our task basenames when embedded in a pipeline's dodo.py (`exps-ir`, ...,
+    #: `exps-link`, and a group task `exps` that builds everything), so that a pipeline's own
+    #: `link` / `emit` tasks coexist; our own dodo.py and the CLI use "" (plain `ir` ... `link`)
+    namespace: str = "exps"
     _archs: list[int] | None = field(default=None, repr=False)
     _nvcc_text: str | None = field(default=None, repr=False)
 
@@ -73,6 +77,8 @@ class Settings:
         for name in ("cap", "expr_cap", "slots_cap"):
             if int(getattr(self, name)) <= 0:
                 raise ValueError(f"{name} must be a positive number of ops")
+        if self.namespace and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*", self.namespace):
+            raise ValueError(f"namespace {self.namespace!r}: letters, digits, _ . - only")
         if self.chunk is not None and int(self.chunk) < 0:
             raise ValueError("chunk must be >= 0 (0 = a single kernel)")
         if self.compile_timeout is not None and float(self.compile_timeout) <= 0:
@@ -81,6 +87,10 @@ class Settings:
             argv = shlex.split(self.launcher)
             if "/" in argv[0] and not os.path.isabs(argv[0]):
                 self.launcher = shlex.join([os.path.abspath(argv[0]), *argv[1:]])
+
+    def stage(self, basename: str) -> str:
+        """The doit basename of a stage under this build's namespace."""
+        return f"{self.namespace}-{basename}" if self.namespace else basename
 
     def launcher_argv(self) -> list[str] | None:
         return shlex.split(self.launcher) if self.launcher else None
@@ -193,10 +203,14 @@ def exps_tasks(s: Settings, emit_only: bool = False):
     for b in BASENAMES + ("gone",):
         if emit_only and b in ("cc", "link", "gone"):
             continue
-        yield {"basename": b, "name": None, "doc": docs[b]}
+        yield {"basename": s.stage(b), "name": None, "doc": docs[b]}
+    if s.namespace:   # `doit exps` in an embedding pipeline: the whole build (or the sources)
+        last = ("emit",) if emit_only else ("link", "gone")
+        yield {"basename": s.namespace, "name": None, "doc": "every kernel of the provingKey (exps-codegen)",
+               "task_dep": [s.stage(b) for b in last]}
     if not emit_only:
         for b in sc.broken:
-            yield {"basename": "gone", "name": orphan_name(b), "doc": b.reason,
+            yield {"basename": s.stage("gone"), "name": orphan_name(b), "doc": b.reason,
                    "actions": [(B.act_remove_orphan, [str(b.so_path), b.reason])],
                    "uptodate": [(_absent, [str(b.so_path)])], "verbosity": 2}
     for key, ps in sorted(kmap.items()):
@@ -209,19 +223,19 @@ def exps_tasks(s: Settings, emit_only: bool = False):
         if first.error:
             yield _bad_air_task(s, key, first, ir_json, so_paths, emit_only)
         else:
-            yield {"basename": "ir", "name": key, "doc": f"{key}: {', '.join(airs)}",
+            yield {"basename": s.stage("ir"), "name": key, "doc": f"{key}: {', '.join(airs)}",
                    "actions": [(B.act_ir, [key, str(first.starkinfo), str(first.expressions),
                                            str(ir_json), so_paths, s.cap, s.expr_cap, not emit_only])],
                    "file_dep": [str(first.starkinfo), str(first.expressions)],
                    "targets": [str(ir_json)], "uptodate": [config_changed(cfg_ir)], "clean": True}
-        yield {"basename": "tune", "name": key,
+        yield {"basename": s.stage("tune"), "name": key,
                "actions": [(_tune_action, [s, key, str(ir_json), str(tune_json), str(kd / "probe"),
                                            emit_only])],
                "file_dep": [str(ir_json)], "targets": [str(tune_json)],
                "uptodate": [config_changed({"emitter": EMITTER_VERSION, "chunk": s.chunk,
                                             "slots_cap": s.slots_cap, "archs": s.archs(),
                                             "nvcc": s.nvcc_text()})], "clean": True}
-        yield {"basename": "emit", "name": key,
+        yield {"basename": s.stage("emit"), "name": key,
                "actions": [(B.act_emit, [key, str(ir_json), str(tune_json), str(kd / "src"),
                                          str(manifest), first.content, s.hashed()])],
                "file_dep": [str(ir_json), str(tune_json), *tmpl], "targets": [str(manifest)],
@@ -229,7 +243,7 @@ def exps_tasks(s: Settings, emit_only: bool = False):
                "clean": [(_rm_tree, [str(kd / "src")]), (_rm_file, [str(manifest)])]}
         if emit_only:
             continue
-        yield {"basename": "cc", "name": key,
+        yield {"basename": s.stage("cc"), "name": key,
                "actions": [(_cc_action, [s, key, str(manifest), str(kd / "obj"), str(objs), so_paths, airs])],
                "file_dep": [str(manifest), str(TEMPLATES / COMMON_HEADER)], "targets": [str(objs)],
                "uptodate": [config_changed({"archs": s.archs(), "nvcc": s.nvcc_text(),
@@ -237,7 +251,7 @@ def exps_tasks(s: Settings, emit_only: bool = False):
                "clean": [(_rm_tree, [str(kd / "obj")]), (_rm_file, [str(objs)])]}
         for p in ps:
             stamp = stamp_path(s, p)
-            yield {"basename": "link", "name": p.rel, "doc": f"{p.so_path}",
+            yield {"basename": s.stage("link"), "name": p.rel, "doc": f"{p.so_path}",
                    "actions": [(_link_action, [s, p.rel, str(objs), str(p.so_path), str(stamp)])],
                    "file_dep": [str(objs)], "targets": [str(stamp)],
                    "uptodate": [(B.link_uptodate, [str(stamp), str(p.so_path)])],
@@ -247,7 +261,7 @@ def exps_tasks(s: Settings, emit_only: bool = False):
 def _bad_air_task(s: Settings, key: str, p: Placement, ir_json: Path, so_paths: list[str],
                   emit_only: bool = False) -> dict:
     deps = [str(x) for x in (p.starkinfo, p.expressions) if Path(x).is_file()]
-    return {"basename": "ir", "name": key, "doc": f"{key}: {p.rel} (bad input)",
+    return {"basename": s.stage("ir"), "name": key, "doc": f"{key}: {p.rel} (bad input)",
             "actions": [(_write_skip, [key, str(ir_json), p.error, so_paths, not emit_only])],
             "file_dep": deps, "targets": [str(ir_json)],
             "uptodate": [config_changed({"emitter": EMITTER_VERSION, "error": p.error})], "clean": True}
@@ -313,7 +327,7 @@ def summary_rows(s: Settings, seconds: dict[str, float] | None = None,
         ir, tune, man, objs, st = _stage_files(s, p)
         skip = p.error and f"bad input: {p.error}" or ir.get("air_skip") or tune.get("skip") \
             or man.get("skip") or st.get("skip") or ""
-        own = [f"{b}:{p.key}" for b in ("ir", "tune", "emit", "cc")] + [f"link:{p.rel}"]
+        own = [f"{s.stage(b)}:{p.key}" for b in ("ir", "tune", "emit", "cc")] + [f"{s.stage('link')}:{p.rel}"]
         fail = next((f"{n.split(':')[0]} failed: {failed[n]}" for n in own if n in failed), "")
         plan = man.get("plan", {})
         placed = bool(st.get("so")) and p.so_path.exists() and not fail
@@ -350,7 +364,7 @@ def summary_rows(s: Settings, seconds: dict[str, float] | None = None,
                      "compiled": False, "placed": False,
                      "result": "removed" if gone else ("stale" if emit_only else "failed"),
                      "skip": "", "reason": b.reason + ("" if gone else "; its .so is still there"),
-                     "seconds": seconds.get(f"gone:{orphan_name(b)}", 0.0)})
+                     "seconds": seconds.get(f"{s.stage('gone')}:{orphan_name(b)}", 0.0)})
     return rows
 
 
