@@ -6,9 +6,11 @@
     exps-codegen verify PK       host check: generated kernels (g++) vs the numpy oracle
     exps-codegen clean PK        remove what the build made (the .so files and the build dir)
 
-The original tool's flags still work: `exps-codegen --proving-key PK [--arch A] [--cap N]
-[--chunk N] [--keep-dir D] [--emit-only] [--stark-src DIR]` (`--stark-src` is ignored: nothing
-outside this package is needed).
+The original tool's flags still work, with pil2-proofman's spellings: `exps-codegen [gen-exps]
+--proving-key PK [--arch A] [--cap N] [--chunk N] [--keep-dir D] [--emit-only] [--stark-src DIR]`
+and `exps-codegen gen-exps -p PK [--exps-arch A] [--exps-cap N] [--exps-chunk N]
+[--exps-stark-src DIR]` (`--stark-src` is ignored: nothing outside this package is needed;
+`--keep-dir D` also keeps the original's flat gen_*.cu / gen_common.cuh / gen.log).
 """
 from __future__ import annotations
 
@@ -27,11 +29,15 @@ from .preflight import UserError
 log = logging.getLogger("exps_codegen")
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--arch", default="auto",
-                   help="GPU archs: auto (this machine's GPU, else major), major, or a list like 89,120 / sm_90")
-    p.add_argument("--cap", type=int, default=40000, help="skip AIRs whose Q has more ops (default 40000)")
-    p.add_argument("--chunk", type=int, default=None,
+def _common(p: argparse.ArgumentParser, pipeline: bool = False) -> None:
+    """The build flags; with `pipeline`, also proofman-setup's `--exps-*` spellings."""
+    def names(flag: str) -> list[str]:
+        return [flag, "--exps-" + flag[2:]] if pipeline else [flag]
+    p.add_argument(*names("--arch"), dest="arch", default="auto",
+                   help="GPU archs: auto (this machine's GPU; with none, sm_90), major, or a list like 89,120 / sm_90")
+    p.add_argument(*names("--cap"), dest="cap", type=int, default=40000,
+                   help="skip AIRs whose Q has more ops (default 40000)")
+    p.add_argument(*names("--chunk"), dest="chunk", type=int, default=None,
                    help="fixed ops per Q chunk (0 = one kernel); turns autotune off")
     p.add_argument("--launcher", default=os.environ.get("EXPS_LAUNCHER") or None,
                    help="compiler launcher in front of nvcc, e.g. ccache (env EXPS_LAUNCHER)")
@@ -68,13 +74,45 @@ def parser() -> argparse.ArgumentParser:
 
 
 def legacy_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="exps-codegen", description="original tool's flags")
-    ap.add_argument("--proving-key", required=True)
-    ap.add_argument("--keep-dir", default=None)
-    ap.add_argument("--emit-only", action="store_true")
-    ap.add_argument("--stark-src", default=None)
-    _common(ap)
+    """The original tool's flags, as pil2-proofman spells them: `proofman-cli gen-exps
+    --proving-key PK [--arch] [--cap] [--chunk] [--keep-dir] [--stark-src] [--emit-only]` and
+    `proofman-setup gen-exps -p PK [--exps-arch] [--exps-cap] [--exps-chunk] [--exps-stark-src]`."""
+    ap = argparse.ArgumentParser(prog="exps-codegen gen-exps", description="the original tool's flags "
+                                 "(pil2-proofman's `gen-exps` spellings)")
+    ap.add_argument("--proving-key", "-p", dest="proving_key", required=True, help="provingKey directory")
+    ap.add_argument("--keep-dir", default=None,
+                    help="keep the sources: the build dir, plus the original's flat copies "
+                         "(gen_<kernel>_*.cu, gen_common.cuh, gen.log)")
+    ap.add_argument("--emit-only", action="store_true", help="sources only")
+    ap.add_argument("--stark-src", "--exps-stark-src", dest="stark_src", default=None,
+                    help="ignored: nothing outside this package is needed")
+    _common(ap, pipeline=True)
     return ap
+
+
+def write_flat_keep(s, keep: Path) -> int:
+    """The original tool's flat keep-dir next to ours: `gen_<kernel>_<tu>.cu` for every TU,
+    `gen_common.cuh`, and `gen.log` with one line `name, base, sym, slots` per AIR that has a
+    kernel (name: the AIR's file base; base: its path in the key; sym: its kernel; slots:
+    scratch slots of its Q). Returns the number of AIRs listed."""
+    import shutil
+
+    from .build import read_json
+    from .discover import discover
+    from .emit import COMMON_HEADER
+    keep.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for p in discover(s.pk):
+        man = read_json(Path(s.build) / p.key / "manifest.json")
+        if not man or man.get("skip") or not man.get("files"):
+            continue
+        src = Path(s.build) / p.key / "src"
+        for name in sorted(man["files"]):
+            shutil.copyfile(src / name, keep / f"gen_{name}")
+        shutil.copyfile(src / COMMON_HEADER, keep / COMMON_HEADER)
+        lines.append(f"{p.base}, {p.rel}, {p.key}, {man['plan']['slots']}")
+    (keep / "gen.log").write_text("".join(x + "\n" for x in lines))
+    return len(lines)
 
 
 def _settings(a):
@@ -242,14 +280,19 @@ COMMANDS = {"build": cmd_build, "emit": cmd_emit, "status": cmd_status, "verify"
 
 
 def _dispatch(argv: list[str]) -> int:
-    if any(x.startswith("--proving-key") for x in argv):
-        a = legacy_parser().parse_args(argv)
+    gen = bool(argv) and argv[0] == "gen-exps"
+    if gen or any(x.startswith("--proving-key") or x == "-p" for x in argv):
+        a = legacy_parser().parse_args(argv[1:] if gen else argv)
         a.pk = a.proving_key
         if a.stark_src:
             print("note: --stark-src is ignored: exps-codegen needs no pil2-stark checkout", file=sys.stderr)
         if a.verbose:
             logging.getLogger().setLevel(logging.DEBUG)
-        return cmd_emit(a) if a.emit_only else cmd_build(a)
+        rc = cmd_emit(a) if a.emit_only else cmd_build(a)
+        if rc == 0 and a.keep_dir:
+            n = write_flat_keep(_settings(a), Path(a.keep_dir))
+            print(f"kept: {a.keep_dir}/gen_<kernel>_*.cu, gen_common.cuh, gen.log ({n} AIRs)")
+        return rc
     a = parser().parse_args(argv)
     if not a.cmd:
         parser().print_help()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import sys
 import textwrap
 
@@ -354,6 +355,38 @@ def test_original_tool_flags(kit):
         files = bk._load(kept / k / "manifest.json")["files"]
         assert sorted(x.name for x in (kept / k / "src").glob("*.cu")) == sorted(files)
     assert not list(kept.glob("*/obj")) and not (kept / "link").exists()
+
+
+def test_gen_exps_spellings_and_flat_keep_dir(kit):
+    """pil2-proofman's spellings: `gen-exps --proving-key` (proofman-cli) and `gen-exps -p
+    --exps-arch --exps-chunk --exps-stark-src` (proofman-setup); `--keep-dir` also keeps the
+    original's flat layout (gen_<kernel>_*.cu, gen_common.cuh, gen.log: name, base, sym, slots)."""
+    keep = kit.root / "keep"
+    p = kit.cli("gen-exps", "-p", str(kit.pk), "--exps-arch", "90", "--exps-chunk", "0",
+                "--exps-stark-src", "/nonexistent", "--keep-dir", str(keep), "--launcher", kit.launcher)
+    assert "--stark-src is ignored" in p.stderr
+    assert bk.so_files(kit.pk) == PLACED
+    kit.build = keep
+    bk.assert_all_current(kit)
+    flat = sorted(x.name for x in keep.iterdir() if x.is_file() and not x.name.startswith("."))
+    assert flat == sorted(["gen.log", "gen_common.cuh"] + [f"gen_{k}_{s}.cu" for k in (TINY_KEY, SHARED_KEY)
+                                                           for s in ("abi", "q0", "x0")]), flat
+    assert (keep / "gen.log").read_text().splitlines() == [
+        f"Tiny, {TINY}, {TINY_KEY}, 0",
+        f"Shared, {SHARED1}, {SHARED_KEY}, 0",
+        f"Shared, {SHARED2}, {SHARED_KEY}, 0"]
+    assert (keep / f"gen_{TINY_KEY}_q0.cu").read_bytes() == (keep / TINY_KEY / "src" / f"{TINY_KEY}_q0.cu").read_bytes()
+    # the flat sources stand alone: they compile with only the flat header beside them
+    gxx = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", "-DGL64_PARTIALLY_REDUCED", "-I", str(keep),
+                          str(keep / f"gen_{TINY_KEY}_abi.cu")], capture_output=True, text=True)
+    assert gxx.returncode == 0, gxx.stderr
+    # proofman-cli's spelling, sources only
+    before = bk.tree(kit.pk)
+    kept = kit.root / "kept"
+    kit.cli("gen-exps", "--proving-key", str(kit.pk), "--arch", "90", "--chunk", "0", "--emit-only",
+            "--keep-dir", str(kept))
+    assert bk.tree(kit.pk) == before
+    assert len((kept / "gen.log").read_text().splitlines()) == 3 and (kept / f"gen_{TINY_KEY}_x0.cu").exists()
 
 
 def test_settings_launcher_path_is_absolute(tmp_path, monkeypatch):
