@@ -61,6 +61,7 @@ def parser() -> argparse.ArgumentParser:
                         ("status", "per AIR: current / stale / missing / skipped"),
                         ("verify", "host check of every covered expression against the oracle"),
                         ("clean", "remove what the build made"),
+                        ("report", "write <build>/report.json and report.html from the build dir"),
                         ("gpucheck", "check the placed .so files on this machine's GPU (needs CuPy)")):
         sp = sub.add_parser(name, help=help_, description=help_)
         sp.add_argument("pk", help="provingKey directory")
@@ -175,6 +176,19 @@ def cmd_emit(a) -> int:
     return rc
 
 
+def cmd_report(a) -> int:
+    from . import report
+    from .discover import shown
+    from .preflight import check_key
+    s = _settings(a)
+    check_key(s.pk)
+    if not Path(s.build).is_dir():
+        raise UserError(f"no build dir {shown(s.build)}: build first (exps-codegen build PK / doit pk=PK)")
+    j, h = report.write(s, report.rebuild(s))
+    print(f"{shown(j)}\n{shown(h)}")
+    return 0
+
+
 def cmd_clean(a) -> int:
     from .front import clean_build
     s = _settings(a)
@@ -276,7 +290,7 @@ def cmd_gpucheck(a) -> int:
 
 
 COMMANDS = {"build": cmd_build, "emit": cmd_emit, "status": cmd_status, "verify": cmd_verify,
-            "clean": cmd_clean, "gpucheck": cmd_gpucheck}
+            "clean": cmd_clean, "report": cmd_report, "gpucheck": cmd_gpucheck}
 
 
 def _dispatch(argv: list[str]) -> int:

@@ -429,6 +429,8 @@ class ProgressReporter(ConsoleReporter):
     def initialize(self, tasks, selected_tasks):
         super().initialize(tasks, selected_tasks)
         self._t0 = time.monotonic()
+        from .report import cpu_seconds
+        self._cpu0 = cpu_seconds()
         self._total = sum(1 for t in tasks.values() if t.actions and not t.name.startswith("_")) or 1
         self._seen = 0
         self._ran = 0
@@ -481,9 +483,13 @@ class ProgressReporter(ConsoleReporter):
                 what = "sources" if self.emit_only else f"{placed} .so placed, {skipped} skipped"
                 self.outstream.write(f"{len(rows)} AIRs up to date ({what}); nothing to do\n")
             else:
+                from . import report
                 self.outstream.write(format_summary(rows, self.emit_only) + "\n")
-                self.outstream.write(f"build dir: {shown(self.settings.build)}  "
-                                     f"({time.monotonic() - self._t0:.1f} s)\n")
+                wall = time.monotonic() - self._t0
+                _, page = report.write(self.settings, report.collect(
+                    self.settings, rows, self.seconds, wall, report.cpu_seconds() - self._cpu0))
+                self.outstream.write(f"build dir: {shown(self.settings.build)}  ({wall:.1f} s)\n"
+                                     f"report: {shown(page)}\n")
         except Exception as e:   # noqa: BLE001 — a summary must never turn a build red
             self.outstream.write(f"(no summary: {e})\n")
         self.outstream.flush()

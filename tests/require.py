@@ -4,7 +4,8 @@
 skips the test with a reason when `what` is missing -- unless `what` is listed in the environment
 variable `EXPS_REQUIRE` (comma separated, e.g. `EXPS_REQUIRE=nvcc,pk,ccache,binutils`, as .ci/run
 sets it), in which case the test FAILS: in CI a missing tool or proving key is an error, never a
-quiet skip. Names: nvcc, pk (../shared/pk), ccache, binutils (nm, readelf), gxx (g++).
+quiet skip. Names: nvcc, pk (../shared/pk), ccache, binutils (nm, readelf), gxx (g++),
+chromium (the report page's browser test).
 
 `pk_params(items)` is for tests parametrized over the real AIRs of ../shared/pk: without the key
 it yields one placeholder parameter that requires "pk" (a visible skip, or a failure under
@@ -21,7 +22,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PK = ROOT.parent / "shared" / "pk"
 
-KNOWN = ("nvcc", "pk", "ccache", "binutils", "gxx")
+KNOWN = ("nvcc", "pk", "ccache", "binutils", "gxx", "chromium")
 
 
 def required() -> frozenset[str]:
@@ -44,6 +45,8 @@ def missing(what: str) -> str:
     if what == "binutils":
         gone = [t for t in ("nm", "readelf") if shutil.which(t) is None]
         return f"binutils: {', '.join(gone)} not on PATH" if gone else ""
+    if what == "chromium":
+        return "" if shutil.which("chromium") else "chromium not on PATH (Debian package chromium)"
     if what == "gxx":
         cxx = os.environ.get("CXX", "g++")
         return "" if shutil.which(cxx) else f"{cxx} not on PATH"

@@ -16,8 +16,7 @@ import pytest
 
 import buildkit as bk
 
-pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None and not os.environ.get("EXPS_REQUIRE"),
-                                reason="nvcc not on PATH")
+pytestmark = pytest.mark.requires("nvcc")
 
 PREFIX = "exps-codegen: error: "
 VARS = "pk=, build=, arch=, cap=, chunk=, launcher=, compile_timeout="

@@ -20,8 +20,7 @@ from codegen.autotune import Probe, TuneResult, tune_arch
 from codegen.heartbeat import Heartbeat
 from codegen.tasks import Settings, default_build_dir
 
-needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None and not os.environ.get("EXPS_REQUIRE"),
-                                reason="nvcc not on PATH")
+needs_nvcc = pytest.mark.requires("nvcc")
 
 
 def test_heartbeat_prints_status_and_elapsed() -> None:

@@ -82,8 +82,7 @@ def _run_readme(tmp_path: Path, whole_sample: bool) -> list[str]:
     return ran
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None and not os.environ.get("EXPS_REQUIRE"),
-                    reason="nvcc not on PATH")
+@pytest.mark.requires("nvcc")
 def test_every_readme_command_succeeds(tmp_path: Path) -> None:
     ran = _run_readme(tmp_path, whole_sample=False)
     # set-up doit, build, emit, status, clean: each ran

@@ -1,0 +1,207 @@
+"""The build report: `<build>/report.json` (strict JSON, schema below) and `<build>/report.html`
+(one self-contained page: tables and inline SVG plots, no script, no network), written after
+every build and by `exps-codegen report PK`.
+
+report.json, format 1:
+    {"format": 1, "tool": "exps-codegen", "emitter_version": str, "pk": str, "build_dir": str,
+     "wall_s": float | null, "cpu_s": float | null,       # this run (null: rebuilt from stage files)
+     "totals": {"airs", "kernels_generated", "compiled", "placed", "skipped", "failed",
+                "tus", "cache_hits": int},
+     "airs": [{"air", "kernel", "result", "reason": str, "seconds": float}],
+     "kernels": [{"key": str, "airs": [str], "q_ops": int, "exprs": int, "not_covered": int,
+                  "chunks": int, "slots": int, "min_scratch": int,
+                  "chunking": {"how": "probed" | "fixed" | "estimated", "arch": int | null,
+                               "ops_per_chunk": int},
+                  "probes": [{"ops_per_chunk", "n_chunks", "slots", "regs": [int], "spills",
+                              "cost": float | null, "estimated": bool}],
+                  "regs_per_chunk": [int], "spill_bytes": int, "tus": int, "cache_hits": int,
+                  "stage_seconds": {"ir", "tune", "emit", "cc": float}, "skip": str}]}
+"""
+from __future__ import annotations
+
+import html
+import json
+import re
+import resource
+from pathlib import Path
+
+from . import EMITTER_VERSION
+from .build import _write_json, read_json
+from .cache import atomic_write
+
+FORMAT = 1
+
+
+def cpu_seconds() -> float:
+    """User + system CPU of this process and its waited-for children so far."""
+    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+
+
+def regs_per_chunk(key: str, n_chunks: int, reports: dict) -> list[int]:
+    """Per Q chunk kernel, the most registers over archs (from the ptxas reports of cc)."""
+    regs = [0] * n_chunks
+    pat = re.compile(re.escape(key) + r"_q_c(\d+)_k")
+    for rep in reports.values():
+        for name, per_arch in rep.items():
+            m = pat.search(name)
+            if m and int(m[1]) < n_chunks:
+                for st in per_arch.values():
+                    regs[int(m[1])] = max(regs[int(m[1])], int(st.get("registers", 0)))
+    return regs
+
+
+def collect(s, rows: list[dict], seconds: dict[str, float] | None = None,
+            wall_s: float | None = None, cpu_s: float | None = None) -> dict:
+    """The report of build `s` from its stage files, the summary rows (tasks.summary_rows) and
+    this run's per-task seconds (doit task name -> seconds)."""
+    from .discover import kernels, scan
+    seconds = seconds or {}
+    kmap = kernels(scan(s.pk).placements)
+    ks = []
+    for key, ps in sorted(kmap.items()):
+        kd = Path(s.build) / key
+        ir, tune = read_json(kd / "ir.json") or {}, read_json(kd / "tune.json") or {}
+        man, objs = read_json(kd / "manifest.json") or {}, read_json(kd / "objs.json") or {}
+        plan = man.get("plan", {})
+        n_chunks = int(plan.get("chunks", 0) or 0)
+        ks.append({
+            "key": key, "airs": [p.rel for p in ps], "q_ops": int(ir.get("q_ops", 0) or 0),
+            "exprs": int(man.get("exprs", 0) or 0), "not_covered": len(ir.get("skipped_exprs", [])),
+            "chunks": n_chunks, "slots": int(plan.get("slots", 0) or 0),
+            "min_scratch": int(man.get("min_scratch", 0) or 0),
+            "chunking": {"how": tune.get("how", "probed"), "arch": tune.get("arch"),
+                         "ops_per_chunk": int(tune.get("ops_per_chunk", 0) or 0)},
+            "probes": tune.get("probes", []),
+            "regs_per_chunk": regs_per_chunk(key, n_chunks, objs.get("reports", {})),
+            "spill_bytes": int(objs.get("spill_bytes", 0) or 0),
+            "tus": len(man.get("files", {})), "cache_hits": int(objs.get("hits", 0) or 0),
+            "stage_seconds": {b: round(seconds.get(f"{s.stage(b)}:{key}", 0.0), 3)
+                              for b in ("ir", "tune", "emit", "cc")},
+            "skip": ir.get("air_skip") or tune.get("skip") or man.get("skip") or "",
+        })
+    n = lambda res: sum(r["result"] == res for r in rows)   # noqa: E731
+    return {
+        "format": FORMAT, "tool": "exps-codegen", "emitter_version": EMITTER_VERSION,
+        "pk": str(s.pk), "build_dir": str(s.build),
+        "wall_s": None if wall_s is None else round(wall_s, 3),
+        "cpu_s": None if cpu_s is None else round(cpu_s, 3),
+        "totals": {"airs": len(rows), "kernels_generated": sum(1 for k in ks if k["tus"] and not k["skip"]),
+                   "compiled": sum(1 for k in ks if k["tus"] and not k["skip"] and k["regs_per_chunk"]
+                                   and all(k["regs_per_chunk"])),
+                   "placed": n("placed"), "skipped": n("skipped"), "failed": n("failed"),
+                   "tus": sum(k["tus"] for k in ks), "cache_hits": sum(k["cache_hits"] for k in ks)},
+        "airs": [{"air": r["air"], "kernel": r["kernel"], "result": r["result"],
+                  "reason": r["reason"] or "", "seconds": round(float(r["seconds"]), 3)} for r in rows],
+        "kernels": ks,
+    }
+
+
+# ------------------------------------------------------------------------------------ html
+def _bars(title: str, items: list[tuple[str, float]], unit: str, width: int = 640) -> str:
+    """A horizontal bar chart as inline SVG."""
+    if not items:
+        return ""
+    h, left = 18, 230
+    top = max(v for _, v in items) or 1.0
+    rows = []
+    for i, (label, v) in enumerate(items):
+        w = (width - left - 80) * v / top
+        y = 24 + i * h
+        rows.append(f'<text x="{left - 6}" y="{y + 12}" text-anchor="end">{html.escape(label[-34:])}</text>'
+                    f'<rect x="{left}" y="{y + 2}" width="{w:.1f}" height="{h - 5}" fill="#4a7bd0"/>'
+                    f'<text x="{left + w + 4:.1f}" y="{y + 12}">{v:g} {html.escape(unit)}</text>')
+    return (f'<figure><svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{30 + len(items) * h}" '
+            f'font-family="sans-serif" font-size="11" role="img" aria-label="{html.escape(title)}">'
+            f'<text x="0" y="12" font-weight="bold">{html.escape(title)}</text>{"".join(rows)}</svg></figure>')
+
+
+def _scatter(title: str, pts: list[tuple[str, float, float]], xlab: str, ylab: str,
+             width: int = 640, height: int = 260) -> str:
+    if not pts:
+        return ""
+    mx, my = max(p[1] for p in pts) or 1.0, max(p[2] for p in pts) or 1.0
+    l, b = 60, 40
+    dots = "".join(
+        f'<circle cx="{l + (width - l - 20) * x / mx:.1f}" cy="{height - b - (height - b - 30) * y / my:.1f}" '
+        f'r="4" fill="#d0704a"><title>{html.escape(k)}: {x:g} {html.escape(xlab)}, {y:g} {html.escape(ylab)}'
+        f'</title></circle>' for k, x, y in pts)
+    return (f'<figure><svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+            f'font-family="sans-serif" font-size="11" role="img" aria-label="{html.escape(title)}">'
+            f'<text x="0" y="12" font-weight="bold">{html.escape(title)}</text>'
+            f'<line x1="{l}" y1="{height - b}" x2="{width - 10}" y2="{height - b}" stroke="#333"/>'
+            f'<line x1="{l}" y1="30" x2="{l}" y2="{height - b}" stroke="#333"/>'
+            f'<text x="{width - 10}" y="{height - 10}" text-anchor="end">{html.escape(xlab)} (max {mx:g})</text>'
+            f'<text x="4" y="26">{html.escape(ylab)} (max {my:g})</text>{dots}</svg></figure>')
+
+
+def _table(head: list[str], rows: list[list]) -> str:
+    th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+    trs = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table>"
+
+
+def render_html(rep: dict) -> str:
+    t = rep["totals"]
+    ks = rep["kernels"]
+    kernel_time = [(k["key"], round(sum(k["stage_seconds"].values()), 2)) for k in ks]
+    regs = [(f"{k['key']} c{i}", r) for k in ks for i, r in enumerate(k["regs_per_chunk"])][:60]
+    pts = [(k["key"], k["q_ops"], round(sum(k["stage_seconds"].values()), 2)) for k in ks if k["q_ops"]]
+    air_rows = [[a["air"], a["kernel"], a["result"], f"{a['seconds']:.1f}", a["reason"]] for a in rep["airs"]]
+    k_rows = [[k["key"], k["q_ops"], k["chunks"], k["slots"], k["exprs"], k["not_covered"],
+               "\u2014" if k["skip"] else f"{k['chunking']['how']} {k['chunking']['ops_per_chunk'] or 'single'}"
+               + (f" (sm_{k['chunking']['arch']})" if k["chunking"]["arch"] else ""),
+               len(k["probes"]), max(k["regs_per_chunk"] or [0]), k["spill_bytes"],
+               f"{k['cache_hits']}/{k['tus']}",
+               " ".join(f"{b} {v:.1f}" for b, v in k["stage_seconds"].items()), k["skip"]] for k in ks]
+    probe_rows = [[k["key"], p.get("ops_per_chunk") or "single", p.get("n_chunks"), p.get("slots"),
+                   max(p.get("regs") or [0]), p.get("spills"),
+                   "spills" if p.get("cost") is None else f"{p['cost']:.0f}",
+                   "yes" if p.get("ops_per_chunk") == k["chunking"]["ops_per_chunk"] else ""]
+                  for k in ks for p in k["probes"]]
+    wall = "" if rep["wall_s"] is None else f"{rep['wall_s']:.1f} s wall, {rep['cpu_s']:.1f} s CPU; "
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>exps-codegen build report</title>
+<style>body{{font-family:sans-serif;margin:2em;max-width:1200px}}table{{border-collapse:collapse;margin:1em 0}}
+td,th{{border:1px solid #bbb;padding:2px 6px;font-size:12px;text-align:left}}th{{background:#eee}}
+figure{{margin:1em 0}}</style></head><body>
+<h1>exps-codegen build report</h1>
+<p id="summary">{html.escape(rep['pk'])} &rarr; {html.escape(rep['build_dir'])}<br>
+{wall}{t['airs']} AIRs: {t['kernels_generated']} kernels generated, {t['compiled']} compiled,
+{t['placed']} .so placed, {t['skipped']} skipped, {t['failed']} failed; {t['cache_hits']} of {t['tus']}
+translation units from the object cache. Emitter {html.escape(rep['emitter_version'])}.</p>
+<h2>AIRs</h2>{_table(["AIR", "kernel", "result", "s", "reason"], air_rows)}
+<h2>Kernels</h2>{_table(["kernel", "Q ops", "chunks", "slots", "exprs", "not cov.", "chunking", "probes",
+                         "max regs", "spill B", "cache hits", "stage seconds", "skip"], k_rows)}
+<h2>Autotune probes</h2>{_table(["kernel", "ops/chunk", "kernels", "slots", "max regs", "spill B",
+                                  "model cost", "chosen"], probe_rows)}
+<h2>Plots</h2>
+{_bars("build seconds per kernel (this run)", kernel_time, "s")}
+{_bars("registers per Q chunk (ptxas, most over archs)", regs, "regs")}
+{_scatter("Q ops vs build seconds", pts, "Q ops", "s")}
+</body></html>
+"""
+
+
+def write(s, rep: dict) -> tuple[Path, Path]:
+    b = Path(s.build)
+    _write_json(b / "report.json", rep)
+    atomic_write(b / "report.html", render_html(rep).encode())
+    return b / "report.json", b / "report.html"
+
+
+def rebuild(s) -> dict:
+    """`exps-codegen report PK`: from the stage files, keeping the last run's timings when its
+    report.json is there."""
+    from .tasks import summary_rows
+    old = read_json(Path(s.build) / "report.json") or {}
+    secs = {}
+    for k in old.get("kernels", []):
+        for b, v in k.get("stage_seconds", {}).items():
+            secs[f"{s.stage(b)}:{k['key']}"] = v
+    rows = summary_rows(s)
+    by_air = {a["air"]: a["seconds"] for a in old.get("airs", [])}
+    for r in rows:
+        r["seconds"] = by_air.get(r["air"], 0.0)
+    rep = collect(s, rows, secs, old.get("wall_s"), old.get("cpu_s"))
+    return rep
