@@ -71,6 +71,10 @@ def parser() -> argparse.ArgumentParser:
         if name == "verify":
             sp.add_argument("--seed", type=int, default=1, help="random input seed")
             sp.add_argument("--rows", type=int, default=1 << 13, help="max rows per check")
+            sp.add_argument("--rebuild", action="store_true",
+                            help="instead: compile every AIR afresh from its JSON (a private build dir and "
+                                 "object cache, no launcher) and check that each placed .so is byte-identical "
+                                 "(a .so from a shared cache or another machine is what this machine makes)")
     return ap
 
 
@@ -240,7 +244,68 @@ def cmd_status(a) -> int:
     return 0 if counts["stale"] == 0 else 3
 
 
+def cmd_verify_rebuild(a) -> int:
+    """`verify --rebuild`: a fresh local build of a copy of the key's JSON, compared byte for
+    byte with the `.so` files placed in the key. Exit 1 if any differs."""
+    import hashlib
+    import shutil
+    import tempfile
+
+    from .discover import scan, shown
+    from .preflight import check
+    from .tasks import Settings
+    s = _settings(a)
+    check(s, need_nvcc=True, creates_build_dir=False)
+    sc = scan(s.pk)
+    with tempfile.TemporaryDirectory(prefix="exps-rebuild-") as tmp:
+        copy = Path(tmp) / "pk"
+        for p in sc.placements:
+            d = copy / Path(p.rel).parent
+            d.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(p.starkinfo, copy / (p.rel + ".starkinfo.json"))
+            shutil.copyfile(p.expressions, copy / (p.rel + ".expressionsinfo.json"))
+        saved = {k: os.environ.get(k) for k in ("EXPS_CACHE_DIR", "EXPS_LAUNCHER", "EXPS_LINK_CACHE")}
+        os.environ.update({"EXPS_CACHE_DIR": str(Path(tmp) / "cache"), "EXPS_LINK_CACHE": "0"})
+        os.environ.pop("EXPS_LAUNCHER", None)
+        try:
+            s2 = Settings(pk=copy, build=Path(tmp) / "build", arch=a.arch, cap=a.cap, chunk=a.chunk,
+                          launcher=None, compile_timeout=a.compile_timeout, namespace="")
+            from .tasks import ProgressReporter
+            ProgressReporter.show_summary = False
+            try:
+                rc = run_doit(s2, ["link", "gone"], a.jobs)
+            finally:
+                ProgressReporter.show_summary = True
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        bad = 0
+        w = max([len(p.rel) for p in sc.placements] + [3])
+        for p in sc.placements:
+            mine, fresh = p.so_path, copy / (p.rel + ".exps.so")
+            if not mine.exists() and not fresh.exists():
+                res = "no .so (skipped both times)"
+            elif not mine.exists():
+                res = "no .so placed (a fresh build makes one: run the build)"
+            elif not fresh.exists():
+                res, bad = "DIFFERS: placed, but a fresh build makes none", bad + 1
+            elif mine.read_bytes() == fresh.read_bytes():
+                res = "identical (sha256 " + hashlib.sha256(mine.read_bytes()).hexdigest()[:16] + ")"
+            else:
+                bad += 1
+                res = (f"DIFFERS: sha256 {hashlib.sha256(mine.read_bytes()).hexdigest()[:16]} placed vs "
+                       f"{hashlib.sha256(fresh.read_bytes()).hexdigest()[:16]} rebuilt")
+            print(f"{shown(p.rel).ljust(w)}  {res}")
+    print(f"{len(sc.placements)} AIRs, {bad} differ" + ("" if rc == 0 else f" (the fresh build exited {rc})"))
+    return 1 if bad or rc else 0
+
+
 def cmd_verify(a) -> int:
+    if getattr(a, "rebuild", False):
+        return cmd_verify_rebuild(a)
     from .build import read_json
     from .discover import discover, kernels
     from .hostcheck import check_air

@@ -744,9 +744,15 @@ def test_discover_invalid_utf8_names(tmp_path: Path) -> None:
             f.write(si_text)
         with open(d + b"/" + base + b".expressionsinfo.json", "wb") as f:
             f.write(ei_text)
-    places = discover(pk)
-    check_placements(pk, places, {os.fsdecode(b"\xff\xfe/ok"), os.fsdecode(b"\xff\xfe/bad\xff")})
-    assert [bool(p.error) for p in places] == [True, False]
+    # paths that are not UTF-8 cannot enter doit's database: refused per AIR with one line each
+    # (issue #17), never a crash of the whole build; nothing is a placement
+    assert discover(pk) == []
+    from codegen.discover import scan
+    sc = scan(pk)
+    assert {r.rel: r.reason for r in sc.refused} == {
+        "\\xff\\xfe/ok": "refused: path is not valid UTF-8",
+        "\\xff\\xfe/bad\\xff": "refused: path is not valid UTF-8"}
+    assert sc.broken == []
 
 
 @pytest.mark.parametrize("phase_dir", ["9air", "x" * 250, "a b;c", "日本"], ids=["digit", "x250", "semicolon", "cjk"])
