@@ -15,6 +15,7 @@ report.json, format 1:
                   "probes": [{"ops_per_chunk", "n_chunks", "slots", "regs": [int], "spills",
                               "cost": float | null, "estimated": bool}],
                   "regs_per_chunk": [int], "spill_bytes": int, "tus": int, "cache_hits": int,
+                  "compiled": bool,
                   "stage_seconds": {"ir", "tune", "emit", "cc": float}, "skip": str}]}
 """
 from __future__ import annotations
@@ -76,6 +77,7 @@ def collect(s, rows: list[dict], seconds: dict[str, float] | None = None,
             "regs_per_chunk": regs_per_chunk(key, n_chunks, objs.get("reports", {})),
             "spill_bytes": int(objs.get("spill_bytes", 0) or 0),
             "tus": len(man.get("files", {})), "cache_hits": int(objs.get("hits", 0) or 0),
+            "compiled": bool(objs.get("objects")) and not objs.get("skip"),
             "stage_seconds": {b: round(seconds.get(f"{s.stage(b)}:{key}", 0.0), 3)
                               for b in ("ir", "tune", "emit", "cc")},
             "skip": ir.get("air_skip") or tune.get("skip") or man.get("skip") or "",
@@ -87,8 +89,7 @@ def collect(s, rows: list[dict], seconds: dict[str, float] | None = None,
         "wall_s": None if wall_s is None else round(wall_s, 3),
         "cpu_s": None if cpu_s is None else round(cpu_s, 3),
         "totals": {"airs": len(rows), "kernels_generated": sum(1 for k in ks if k["tus"] and not k["skip"]),
-                   "compiled": sum(1 for k in ks if k["tus"] and not k["skip"] and k["regs_per_chunk"]
-                                   and all(k["regs_per_chunk"])),
+                   "compiled": sum(1 for k in ks if k["compiled"]),
                    "placed": n("placed"), "skipped": n("skipped"), "failed": n("failed"),
                    "tus": sum(k["tus"] for k in ks), "cache_hits": sum(k["cache_hits"] for k in ks)},
         "airs": [{"air": r["air"], "kernel": r["kernel"], "result": r["result"],
