@@ -120,6 +120,22 @@ class Settings:
         return {"cap": self.cap, "expr_cap": self.expr_cap, "slots_cap": self.slots_cap}
 
 
+class lazy_config_changed(config_changed):   # noqa: N801 (doit's naming)
+    """doit's `config_changed` over a dict computed only when doit checks whether the task is up
+    to date: creators describe, they run no tool (`doit list` probes no nvcc, no nvidia-smi)."""
+
+    def __init__(self, make_config):
+        super().__init__({})
+        self._make = make_config
+
+    def _calc_digest(self):
+        self.config = self._make()
+        return super()._calc_digest()
+
+    def __repr__(self):
+        return "config_changed(<computed when checked: archs, nvcc version, ...>)"
+
+
 def _kdir(s: Settings, key: str) -> Path:
     return Path(s.build) / key
 
@@ -232,9 +248,9 @@ def exps_tasks(s: Settings, emit_only: bool = False):
                "actions": [(_tune_action, [s, key, str(ir_json), str(tune_json), str(kd / "probe"),
                                            emit_only])],
                "file_dep": [str(ir_json)], "targets": [str(tune_json)],
-               "uptodate": [config_changed({"emitter": EMITTER_VERSION, "chunk": s.chunk,
-                                            "slots_cap": s.slots_cap, "archs": s.archs(),
-                                            "nvcc": s.nvcc_text()})], "clean": True}
+               "uptodate": [lazy_config_changed(lambda: {
+                   "emitter": EMITTER_VERSION, "chunk": s.chunk, "slots_cap": s.slots_cap,
+                   "archs": s.archs(), "nvcc": s.nvcc_text()})], "clean": True}
         yield {"basename": s.stage("emit"), "name": key,
                "actions": [(B.act_emit, [key, str(ir_json), str(tune_json), str(kd / "src"),
                                          str(manifest), first.content, s.hashed()])],
@@ -246,8 +262,8 @@ def exps_tasks(s: Settings, emit_only: bool = False):
         yield {"basename": s.stage("cc"), "name": key,
                "actions": [(_cc_action, [s, key, str(manifest), str(kd / "obj"), str(objs), so_paths, airs])],
                "file_dep": [str(manifest), str(TEMPLATES / COMMON_HEADER)], "targets": [str(objs)],
-               "uptodate": [config_changed({"archs": s.archs(), "nvcc": s.nvcc_text(),
-                                            "flags": " ".join(B.HIDDEN)})],
+               "uptodate": [lazy_config_changed(lambda: {"archs": s.archs(), "nvcc": s.nvcc_text(),
+                                                         "flags": " ".join(B.HIDDEN)})],
                "clean": [(_rm_tree, [str(kd / "obj")]), (_rm_file, [str(objs)])]}
         for p in ps:
             stamp = stamp_path(s, p)

@@ -113,3 +113,33 @@ def test_status_verify_clean_after_doit_need_no_flags(tmp_path: Path) -> None:
     assert not build.exists() and bk.so_files(kit.pk) == set()
     c = subprocess.run([*cli, "clean", str(kit.pk)], cwd="/", env=env, capture_output=True, text=True)
     assert c.returncode == 0 and c.stdout == f"nothing to clean: no build dir {build}\n"
+
+
+SHIM = """#!/bin/sh
+echo "$(basename "$0") $*" >> {log}
+exec {real} "$@"
+"""
+
+
+@pytest.mark.parametrize("args", [("list",), ("list", "--all")])
+def test_doit_list_runs_no_tool(tmp_path: Path, args) -> None:
+    """Task creators describe, they don't run tools (issue #12): `doit list` loads the whole graph
+    of the sample but runs no nvcc (version, arch list) and no nvidia-smi (the compiler identity
+    is computed when doit checks a task, as `doit info` or a build does)."""
+    log = tmp_path / "calls.log"
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    for tool in ("nvcc", "nvidia-smi", "ptxas", "g++"):
+        real = shutil.which(tool) or "/bin/false"
+        (shim / tool).write_text(SHIM.format(log=log, real=real))
+        (shim / tool).chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EXPS_") and k not in ("CUDA_HOME", "CUDA_PATH")}
+    env.update({"PATH": f"{shim}:{env['PATH']}", "EXPS_BUILD_ROOT": str(tmp_path / "builds")})
+    p = subprocess.run([sys.executable, "-m", "doit", "-f", str(bk.DODO), *args], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    names = {x.split()[0] for x in p.stdout.splitlines()}
+    assert names >= ({"ir", "tune", "emit", "cc", "link"} if len(args) == 1 else
+                     {"ir:basic_a0_0_b4_e50", "cc:basic_a0_2_b5_e5722", "link:synth/Basic/airs/Tiny/air/Tiny"}), names
+    assert not log.exists(), log.read_text()
+    assert not (tmp_path / "builds").exists()           # and nothing created
