@@ -347,7 +347,7 @@ def link_cached(objs: list[Path], so: Path, opts: tc.CompileOptions, launcher, t
     """Link through the object cache: key = the objects' digests, nvcc version, link flags. A
     rebuild into an empty build dir with a warm cache then runs no nvcc at all. Returns hit.
     `EXPS_LINK_CACHE=0` links every time (the tests that count linker runs set it)."""
-    if os.environ.get("EXPS_LINK_CACHE", "1").strip() == "0":
+    if not tc.knobs().link_cache:
         tc.link_shared(objs, so, opts, launcher=launcher, timeout_s=timeout_s)
         return False
     cache = ObjectCache()

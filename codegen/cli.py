@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from . import EMITTER_VERSION
+from . import knobs as _knobs
 from .preflight import UserError
 
 log = logging.getLogger("exps_codegen")
@@ -39,7 +40,7 @@ def _common(p: argparse.ArgumentParser, pipeline: bool = False) -> None:
                    help="skip AIRs whose Q has more ops (default 40000)")
     p.add_argument(*names("--chunk"), dest="chunk", type=int, default=None,
                    help="fixed ops per Q chunk (0 = one kernel); turns autotune off")
-    p.add_argument("--launcher", default=os.environ.get("EXPS_LAUNCHER") or None,
+    p.add_argument("--launcher", default=_knobs.read().launcher_text,
                    help="compiler launcher in front of nvcc, e.g. ccache (env EXPS_LAUNCHER)")
     p.add_argument("--build-dir", default=None,
                    help="build dir (default: $EXPS_BUILD_ROOT or ~/.cache/exps-codegen/builds, then "

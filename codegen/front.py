@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from . import build as B
-from . import preflight, procs
+from . import knobs, preflight, procs
 from .emit import read_so_identity
 from .tasks import ProgressReporter, Settings, lock_build, unlock_build
 
@@ -82,7 +82,7 @@ def dodo_settings(argv: list[str], get_var, default_pk: Path) -> tuple[Settings,
                          arch=get_var("arch", "auto") or "auto",
                          cap=Settings.cap if (c := _int_var("cap", get_var("cap", None))) is None else c,
                          chunk=_int_var("chunk", get_var("chunk", None)),
-                         launcher=get_var("launcher", None) or os.environ.get("EXPS_LAUNCHER") or None,
+                         launcher=get_var("launcher", None) or knobs.read().launcher_text,
                          compile_timeout=timeout, namespace="")
         except ValueError as e:
             raise preflight.UserError(str(e)) from None

@@ -9,17 +9,18 @@ prints to stderr (doit shows an action's stderr while it runs):
 """
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import time
 
+from . import knobs
+
 
 def interval() -> float:
     try:
-        return max(0.05, float(os.environ.get("EXPS_HEARTBEAT_S", "30")))
-    except ValueError:
-        return 30.0
+        return knobs.read().heartbeat_s
+    except knobs.KnobError:
+        return knobs.DEFAULT_HEARTBEAT_S
 
 
 class Heartbeat:

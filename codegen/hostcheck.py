@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from . import reference
+from . import knobs as _knobs
 from .emit import COMMON_HEADER, TEMPLATES, ExprKernel, KernelSource, render
 from .kernel import Coverage
 from .model import StarkInfo
@@ -63,7 +64,7 @@ def build_host_library(files: dict[str, str], workdir: Path, cxx: str | None = N
         (workdir / name).write_text(text)
         srcs.append(str(workdir / name))
     out = workdir / "hostcheck.so"
-    cxx = cxx or os.environ.get("CXX", "g++")
+    cxx = cxx or _knobs.read().cxx
     argv = [cxx, "-std=c++17", "-O1", "-fPIC", "-shared", "-Wall", "-Wextra", "-fvisibility=hidden",
             "-I", str(workdir), "-x", "c++", *srcs, "-o", str(out)]
     p = subprocess.run(argv, capture_output=True, text=True)

@@ -12,6 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from . import knobs
 from . import toolchain as tc
 from .discover import UnusableKeyError, scan, shown
 
@@ -106,6 +107,10 @@ def check_build_dir(build) -> None:
 def check(s, need_nvcc: bool, need_key: bool = True, creates_build_dir: bool = True) -> list[str]:
     """Every check a command needs; returns notes to print (e.g. the no-GPU arch note)."""
     notes: list[str] = []
+    try:
+        knobs.read()
+    except knobs.KnobError as e:
+        raise UserError(str(e)) from None
     if need_key:
         check_key(s.pk)
     if need_nvcc:

@@ -23,7 +23,7 @@ from pathlib import Path
 from doit.reporter import ConsoleReporter
 from doit.tools import config_changed
 
-from . import EMITTER_VERSION, buildlock, procs
+from . import EMITTER_VERSION, buildlock, knobs, procs
 from . import build as B
 from . import toolchain as tc
 from .discover import Placement, discover, kernels, scan, shown
@@ -40,9 +40,7 @@ def default_build_dir(pk: Path) -> Path:
     whatever the current directory: `$EXPS_BUILD_ROOT` (default `~/.cache/exps-codegen/builds`)
     / `<key name, safe characters only>-<digest of the key's absolute path>`. Made only of
     `[A-Za-z0-9_.-]`: no name from a provingKey ever reaches a compiler command line."""
-    root = os.environ.get("EXPS_BUILD_ROOT") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
-        "exps-codegen", "builds")
+    root = knobs.read().build_root
     raw = os.fsencode(str(pk))
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(pk).name.encode("utf-8", "surrogateescape")
                   .decode("ascii", "replace"))[:40].strip("._") or "key"

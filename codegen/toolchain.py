@@ -32,6 +32,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from . import knobs as _knobs
 from . import procs as _procs
 from . import cache as _cache  # module import (not names): cache imports us back
 
@@ -49,8 +50,8 @@ NO_GPU_ARCH = 90
 NO_GPU_NOTE = ("no GPU found: building for sm_90 (H100/H200; newer GPUs JIT its PTX); for every "
                "GPU family use arch=major (CLI: --arch major), or name yours, e.g. arch=80,89")
 #: Environment variables nvcc itself reads; they change the output, so they are cache-keyed.
-KEYED_ENV_VARS: tuple[str, ...] = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS")
-DEFAULT_CACHE_MAX_BYTES = 4 << 30
+KEYED_ENV_VARS = _knobs.KEYED_ENV_VARS
+DEFAULT_CACHE_MAX_BYTES = _knobs.DEFAULT_CACHE_MAX_BYTES
 
 
 # --------------------------------------------------------------------------- errors
@@ -86,52 +87,17 @@ class CompileError(ToolchainError):
 
 
 # --------------------------------------------------------------------------- knobs
-
-@dataclasses.dataclass(frozen=True)
-class Knobs:
-    """Snapshot of every environment knob this package reads (see :func:`knobs`)."""
-
-    nvcc: str | None
-    launcher: tuple[str, ...]
-    cache_dir: Path | None
-    cache_max_bytes: int
-    assert_no_compile: bool
-    keyed_env: Mapping[str, str]
+# Every environment knob is read in knobs.py; this wrapper turns a malformed one into the
+# ToolchainError that the compile path reports.
+Knobs = _knobs.Knobs
 
 
-def _parse_bytes(text: str) -> int:
-    m = re.fullmatch(r"\s*(\d+)\s*([kmgt]?)i?b?\s*", text, re.I)
-    if not m:
-        raise ToolchainError(f"EXPS_CACHE_MAX_BYTES={text!r}: expected e.g. 4000000000, 500M, 4G")
-    return int(m[1]) << (10 * " kmgt".index(m[2].lower() or " "))
-
-
-def knobs(env: Mapping[str, str] | None = None) -> Knobs:
-    """Read every environment knob (re-read on each call, so tests may monkeypatch).
-
-    - ``EXPS_NVCC``: nvcc to use, a full path or a name looked up on PATH (default: discovery,
-      see :func:`find_nvcc`).
-    - ``EXPS_LAUNCHER``: compiler launcher prepended to every nvcc argv, shell-split
-      (e.g. ``ccache`` or ``sccache``). Not cache-keyed: it must not change the bytes.
-    - ``EXPS_CACHE_DIR``: object cache root (default ``~/.cache/exps-codegen``).
-    - ``EXPS_CACHE_MAX_BYTES``: object cache size bound, pruned LRU (default 4G; K/M/G suffixes).
-    - ``EXPS_LINK_CACHE=0``: link every `.so` with nvcc instead of reusing a cached link of the
-      same objects (build.link_cached).
-    - ``EXPS_ASSERT_NO_COMPILE=1``: any compile or link raises :class:`CompileGuardError`
-      (tests use it to prove a no-op build runs no nvcc).
-    - ``NVCC_PREPEND_FLAGS`` / ``NVCC_APPEND_FLAGS``: read by nvcc itself; they change the
-      output, so they are returned in ``keyed_env`` and enter the cache key.
-    """
-    env = os.environ if env is None else env
-    return Knobs(
-        nvcc=env.get("EXPS_NVCC") or None,
-        launcher=tuple(shlex.split(env.get("EXPS_LAUNCHER", ""))),
-        cache_dir=Path(env["EXPS_CACHE_DIR"]).expanduser() if env.get("EXPS_CACHE_DIR") else None,
-        cache_max_bytes=_parse_bytes(env["EXPS_CACHE_MAX_BYTES"])
-        if env.get("EXPS_CACHE_MAX_BYTES") else DEFAULT_CACHE_MAX_BYTES,
-        assert_no_compile=env.get("EXPS_ASSERT_NO_COMPILE", "").strip() not in ("", "0"),
-        keyed_env={k: env.get(k, "") for k in KEYED_ENV_VARS},
-    )
+def knobs(env: Mapping[str, str] | None = None) -> _knobs.Knobs:
+    """:func:`codegen.knobs.read`, with a malformed knob raised as :class:`ToolchainError`."""
+    try:
+        return _knobs.read(env)
+    except _knobs.KnobError as e:
+        raise ToolchainError(str(e)) from None
 
 
 def launcher_from_env() -> list[str]:
@@ -159,9 +125,9 @@ def find_nvcc() -> Path:
         return Path(hit).resolve()
     if hit := shutil.which("nvcc"):
         return Path(hit).resolve()
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        if os.environ.get(var):
-            cand = Path(os.environ[var]) / "bin" / "nvcc"
+    for home in k.cuda_homes:
+        if home:
+            cand = Path(home) / "bin" / "nvcc"
             if os.access(cand, os.X_OK) and cand.is_file():
                 return cand.resolve()
     for cand in _pip_nvcc_candidates():
