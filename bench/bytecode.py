@@ -26,6 +26,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from codegen import operands
+
 Json = dict[str, Any]
 
 OPS_11, OPS_31, OPS_33 = 0, 1, 2
@@ -33,10 +35,7 @@ ARITH = {"add": 0, "sub": 1, "mul": 2, "sub_swap": 3}
 ARITH_NAMES = {v: k for k, v in ARITH.items()}
 MULS_PER_OP = {OPS_11: 1, OPS_31: 3, OPS_33: 6}   # base-field multiplications of a `mul` op
 
-# rank of an operand in the writer's ordering (operations_map_value of get_type_key, PA:21-38)
-_RANK = {"cm": (0, 6), "custom": (0, 6), "const": (0, 0), "Zi": (0, 0), "tmp": (1, 7),
-         "public": (2, 2), "number": (3, 3), "airvalue": (4, 8), "proofvalue": (5, 10),
-         "xDivXSubXi": (6, 6), "airgroupvalue": (9, 9), "challenge": (11, 11), "eval": (12, 12)}
+# the writer's operand order: the product's one table and swap rule (codegen/operands.py)
 
 
 class BytecodeError(ValueError):
@@ -45,10 +44,9 @@ class BytecodeError(ValueError):
 
 def rank(o: Json) -> int:
     try:
-        lo, hi = _RANK[o["type"]]
+        return operands.rank_of(o["type"], o.get("dim", 1))
     except KeyError:
         raise BytecodeError(f"operand type {o.get('type')!r} has no rank in the .bin writer") from None
-    return lo if o.get("dim", 1) == 1 else hi
 
 
 def buffer_commit_size(si: Json) -> int:
@@ -176,11 +174,10 @@ def _swap(step: Json) -> tuple[str, list[Json]]:
     if len(src) != 2:
         raise BytecodeError(f"op {op!r} with {len(src)} sources")
     a, b = src
-    da, db = a.get("dim", 1), b.get("dim", 1)
-    swap = (db > da) if da != db else (rank(a) > rank(b))
-    if swap:
-        return ("sub_swap" if op == "sub" else op), [b, a]
-    return op, [a, b]
+    rank(a), rank(b)      # an unknown operand type is a BytecodeError
+    arith, x, y = operands.ordered(op, a, b, operands.swapped(a["type"], a.get("dim", 1),
+                                                              b["type"], b.get("dim", 1)))
+    return arith, [x, y]
 
 
 class _Encoder:

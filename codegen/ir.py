@@ -12,38 +12,28 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Union
 
+from . import operands
 from .model import Expression, Operand, StarkInfo
 
-#: rank of an operand in the `.bin` writer's ordering (spec §1.3, PA:21-38)
-_RANK_BY_TYPE = {
-    "const": 0, "Zi": 0, "public": 2, "number": 3, "xDivXSubXi": 6,
-    "airgroupvalue": 9, "challenge": 11, "eval": 12,
-}
-_RANK_BY_DIM = {
-    "cm": (0, 6), "custom": (0, 6), "tmp": (1, 7), "airvalue": (4, 8), "proofvalue": (5, 10),
-}
 UNSUPPORTED = {"custom": "custom commit", "xDivXSubXi": "xDivXSubXi (FRI)", "x": "x"}
 #: cm stages the kernel ABI can address: exps_launch / exps_launch_expr pass off_cm1..off_cm3 (spec §5)
 CM_STAGES = (1, 2, 3)
 
 
 def rank(o: Operand) -> int:
-    if o.type in _RANK_BY_DIM:
-        lo, hi = _RANK_BY_DIM[o.type]
-        return lo if o.dim == 1 else hi
-    return _RANK_BY_TYPE[o.type]
+    """Rank of an operand in the `.bin` writer's ordering (operands.py, spec §1.3)."""
+    return operands.rank_of(o.type, o.dim)
 
 
 def swapped(a: Operand, b: Operand) -> bool:
     """Whether the `.bin` writer swaps JSON (src0, src1) = (a, b) (spec §1.3)."""
-    return (b.dim > a.dim) if a.dim != b.dim else (rank(a) > rank(b))
+    return operands.swapped(a.type, a.dim, b.type, b.dim)
 
 
-def bin_order(op: str, a: Operand, b: Operand) -> tuple[str, Operand, Operand]:
-    """JSON (src0, src1) -> interpreter (arith, A, B) per the writer's swap rule."""
-    if not swapped(a, b):
-        return op, a, b
-    return ("sub_swap" if op == "sub" else op), b, a
+def bin_order(op: str, a: Operand, b: Operand, args: tuple | None = None) -> tuple:
+    """JSON (src0, src1) = (a, b) -> interpreter (arith, A, B) per the writer's swap rule; with
+    `args`, the resolved arguments of a and b are what gets ordered."""
+    return operands.ordered(op, *(args or (a, b)), swapped(a, b))
 
 
 @dataclass(frozen=True)
@@ -206,7 +196,7 @@ def _lower(r: Resolver, expr: Expression, extended: bool) -> KernelIR:
         if step.op == "copy":
             op = Op("copy", str(args[0].dim), args[0], None, args[0].dim)
         else:
-            arith, a, b = _bin_order_args(step.op, step.src, args)
+            arith, a, b = bin_order(step.op, step.src[0], step.src[1], (args[0], args[1]))
             op = Op(arith, _shape(a, b), a, b, max(a.dim, b.dim))
         d = step.dest
         if d.type == "tmp":
@@ -219,12 +209,6 @@ def _lower(r: Resolver, expr: Expression, extended: bool) -> KernelIR:
             raise _Refuse(f"{where}.dest: dim {d.dim} but the op yields dim {op.dim}")
         ops.append(op)
     return KernelIR(expr.exp_id, extended, tuple(ops))
-
-
-def _bin_order_args(op: str, src: tuple[Operand, ...], args: list[Arg]) -> tuple[str, Arg, Arg]:
-    if not swapped(src[0], src[1]):
-        return op, args[0], args[1]
-    return ("sub_swap" if op == "sub" else op), args[1], args[0]
 
 
 # ------------------------------------------------------------------------------- serialization

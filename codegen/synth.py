@@ -36,6 +36,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable
 
+from . import operands
+
 P = 0xFFFF_FFFF_0000_0001
 P_MINUS_1 = str(P - 1)          # "18446744069414584320"
 N_STAGES = 2                    # asserted by the prover (spec, global facts)
@@ -61,37 +63,17 @@ class SynthError(ValueError):
 
 # --------------------------------------------------------------------------------- operand order
 def rank(src: dict) -> int:
-    """Operand rank of the `.bin` writer's swap rule (spec §1.3; ARCHITECTURE.md)."""
-    t, d = src["type"], src.get("dim", 1)
-    if t in ("cm", "custom"):
-        return 0 if d == 1 else 6
-    if t in ("const", "Zi"):
-        return 0
-    if t == "tmp":
-        return 1 if d == 1 else 7
-    if t == "public":
-        return 2
-    if t == "number":
-        return 3
-    if t == "airvalue":
-        return 4 if d == 1 else 8
-    if t == "proofvalue":
-        return 5 if d == 1 else 10
-    if t == "xDivXSubXi":
-        return 6
-    if t == "airgroupvalue":
-        return 9
-    if t == "challenge":
-        return 11
-    if t == "eval":
-        return 12
-    raise SynthError(f"no rank for operand type {t!r}")
+    """Operand rank of the `.bin` writer's swap rule (operands.py; spec §1.3)."""
+    try:
+        return operands.rank_of(src["type"], src.get("dim", 1))
+    except KeyError:
+        raise SynthError(f"no rank for operand type {src['type']!r}") from None
 
 
 def swapped(a: dict, b: dict) -> bool:
     """Does the `.bin` writer swap JSON (a, b)?  `dimA != dimB ? dimB > dimA : rank(A) > rank(B)`."""
-    da, db = a.get("dim", 1), b.get("dim", 1)
-    return db > da if da != db else rank(a) > rank(b)
+    rank(a), rank(b)
+    return operands.swapped(a["type"], a.get("dim", 1), b["type"], b.get("dim", 1))
 
 
 # ------------------------------------------------------------------------------------- builder
