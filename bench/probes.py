@@ -5,6 +5,8 @@ run, each with a fresh object cache), plus the compile time of one TU.
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import argparse
 import sys
 import tempfile
@@ -13,13 +15,32 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from codegen.autotune import halving_from_512, tune  # noqa: E402
-from codegen.build import _stage_sources, chunk_stats, compile_options, compile_tus  # noqa: E402
+from codegen.autotune import Probe, TuneResult, tune  # noqa: E402
+from codegen.ir import KernelIR  # noqa: E402
+from codegen.plan import plan  # noqa: E402
+from codegen.build import stage_sources, chunk_stats, compile_options, compile_tus  # noqa: E402
 from codegen.cache import ObjectCache  # noqa: E402
 from codegen.emit import KernelSource, render  # noqa: E402
 from codegen.kernel import cover  # noqa: E402
 from codegen.model import load_air  # noqa: E402
 
+
+
+def halving_from_512(ir: KernelIR, compile_plan: Callable) -> TuneResult:
+    """The original tool's search (for benchmarks): chunk 512, halve on every spill down to 64."""
+    res = TuneResult()
+    c = 512
+    while c >= 64:
+        opc = 0 if c >= len(ir.ops) else c
+        pl = plan(ir, opc)
+        regs, spills = compile_plan(pl)
+        res.probes.append(Probe(opc, pl.n_chunks, pl.total_slots, regs, spills, 0.0))
+        if not spills:
+            res.ops_per_chunk = opc
+            return res
+        c //= 2
+    res.skip = "still spills at CHUNK_MIN 64"
+    return res
 
 def run(search, q, archs, label):
     work = Path(tempfile.mkdtemp(prefix=f"probes-{label}-"))
@@ -30,7 +51,7 @@ def run(search, q, archs, label):
         files = {n: t for n, t in render(KernelSource("k", q, pl, [], "0" * 64)).items() if "_q" in n[1:]}
         d = work / f"p{pl.ops_per_chunk}"
         t = time.monotonic()
-        got = compile_tus(_stage_sources(files, d), d / "obj", compile_options(archs), cache, [])
+        got = compile_tus(stage_sources(files, d), d / "obj", compile_options(archs), cache, [])
         stats["seconds"] += time.monotonic() - t
         stats["tus"] += sum(1 for _, _, hit in got.values() if not hit)
         return chunk_stats("k", pl, [r for _, r, _ in got.values()])

@@ -26,7 +26,7 @@ import numpy as np  # noqa: E402
 
 from codegen import toolchain as tc  # noqa: E402
 from codegen.autotune import candidates, cost, tune  # noqa: E402
-from codegen.build import _stage_sources, chunk_stats, compile_options, compile_tus  # noqa: E402
+from codegen.build import stage_sources, chunk_stats, compile_options, compile_tus  # noqa: E402
 from codegen.cache import ObjectCache  # noqa: E402
 from codegen.discover import discover, kernels  # noqa: E402
 from codegen.emit import KernelSource, render  # noqa: E402
@@ -42,7 +42,7 @@ def build_so(key, q, opc, work: Path, cache):
     pl = plan(q, opc)
     d = work / f"{key}_{opc}"
     files = render(KernelSource(key, q, pl, [], "0" * 64))
-    tus = _stage_sources(files, d / "src")
+    tus = stage_sources(files, d / "src")
     got = compile_tus(tus, d / "obj", compile_options(ARCHS), cache, None, jobs=1)
     regs, spills = chunk_stats(key, pl, [r for _, r, _ in got.values()])
     so = d / "k.so"
@@ -164,7 +164,7 @@ def main() -> int:
                 return [256] * pl.n_chunks, 1
             d = work / f"tune_{key}_{pl.ops_per_chunk}"
             files = {n: t for n, t in render(KernelSource(key, q, pl, [], "0" * 64)).items() if "_q" in n[len(key):]}
-            got = compile_tus(_stage_sources(files, d), d / "obj", compile_options(ARCHS), cache, None, jobs=1)
+            got = compile_tus(stage_sources(files, d), d / "obj", compile_options(ARCHS), cache, None, jobs=1)
             return chunk_stats(key, pl, [r for _, r, _ in got.values()])
         tr = tune(q, compile_plan)
         rows = [r for r in results if r["air"] == name and not r["spills"]]

@@ -284,20 +284,3 @@ def tune(ir: KernelIR, compile_plan: Compiler, slots_cap: int = 1000, max_probes
         return res
     res.ops_per_chunk = best.ops_per_chunk
     return res
-
-
-def halving_from_512(ir: KernelIR, compile_plan: Compiler) -> TuneResult:
-    """The original tool's search (for benchmarks): chunk 512, halve on every spill down to 64."""
-    res = TuneResult()
-    c = 512
-    while c >= 64:
-        opc = 0 if c >= len(ir.ops) else c
-        pl = plan(ir, opc)
-        regs, spills = compile_plan(pl)
-        res.probes.append(Probe(opc, pl.n_chunks, pl.total_slots, regs, spills, 0.0))
-        if not spills:
-            res.ops_per_chunk = opc
-            return res
-        c //= 2
-    res.skip = "still spills at CHUNK_MIN 64"
-    return res

@@ -131,7 +131,7 @@ def compile_options(archs: list[int]) -> tc.CompileOptions:
     return tc.CompileOptions(tuple(archs), extra_flags=HIDDEN)
 
 
-def _stage_sources(files: dict[str, str], src_dir: Path) -> list[Path]:
+def stage_sources(files: dict[str, str], src_dir: Path) -> list[Path]:
     """Write TUs whose text changed (and the common header); returns their paths."""
     src_dir.mkdir(parents=True, exist_ok=True)
     hdr = src_dir / COMMON_HEADER
@@ -215,7 +215,7 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
                     ks = KernelSource(key, q, pl, [], "0" * 64)
                     files = {n: t for n, t in render(ks).items() if "_q" in n[len(key):]}
                     sub = Path(work_dir) / f"probe_{pl.ops_per_chunk}"
-                    tus = _stage_sources(files, sub)
+                    tus = stage_sources(files, sub)
                     got = compile_tus(tus, sub / "obj", opts, cache, launcher)
                     return chunk_stats(key, pl, [r for _, r, _ in got.values()])
 
@@ -250,7 +250,7 @@ def act_emit(key: str, ir_json: str, tune_json: str, src_dir: str, manifest: str
             pl = plan(cov.q, int(t["ops_per_chunk"]))
             sh = source_hash(content, settings)
             files = render(KernelSource(key, cov.q, pl, cov.exprs, sh))
-            _stage_sources(files, src)
+            stage_sources(files, src)
             doc.update({"files": {n: hashlib.sha256(x.encode()).hexdigest() for n, x in sorted(files.items())},
                         "source_hash": sh, "plan": pl.summary(), "q_ops": len(cov.q.ops),
                         "exprs": len(cov.exprs), "min_scratch": pl.min_scratch})
@@ -380,7 +380,3 @@ def link_uptodate(stamp: str, so_path: str) -> bool:
     except OSError:
         return False
     return st.st_size == s["size"] and st.st_mtime_ns == s["mtime_ns"]
-
-
-def emitter_config() -> dict:
-    return {"emitter": EMITTER_VERSION}

@@ -25,7 +25,8 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from . import toolchain as _tc  # module import (not names): toolchain imports us back
+from . import toolchain as _tc
+from .fsutil import atomic_write  # noqa: F401 (re-exported: cache.atomic_write)
 
 log = logging.getLogger(__name__)
 
@@ -34,27 +35,6 @@ CACHE_FORMAT = "exps-objcache-1"
 _MAGIC = f"EXPS-OBJCACHE {CACHE_FORMAT}\n".encode()
 _TMP_MAX_AGE_S = 3600.0
 _WARNED: set[tuple[str, int | None]] = set()   # (cache root, errno) already warned about
-
-
-def atomic_write(path: Path | str, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically: temp file beside it, fsync, ``os.replace``.
-
-    The temp name carries the pid and a random suffix (concurrent writers never share one) and
-    is unlinked on any failure. The file mode follows the umask (not mkstemp's 0600). This is the
-    package's only atomic writer: cache entries, build outputs and the ``.so`` all use it.
-    """
-    path = Path(path)
-    tmp = path.parent / f".{path.name[:150]}.{os.getpid()}.{secrets.token_hex(6)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def _sha(data: str | bytes) -> str:

@@ -15,6 +15,7 @@ import jinja2
 
 from . import EMITTER_VERSION
 from .ir import KernelIR, Leaf, Op, Val
+from .kernel import ExprKernel
 from .passes import PassStats, optimize
 from .plan import Plan, plan
 
@@ -146,12 +147,6 @@ def result_c(ir: KernelIR) -> str:
     return f"v{n}" if ir.out_dim == 3 else f"gl3_make(v{n}, 0, 0)"
 
 
-@dataclass(frozen=True)
-class ExprKernel:
-    ir: KernelIR
-    num1: bool      # denominator of a dim-1 numerator (spec §4.3)
-
-
 @dataclass
 class KernelSource:
     """Everything emit needs for one kernel key.
@@ -277,7 +272,3 @@ def read_so_identity(so: Path) -> tuple[str, str] | None:
     except OSError:
         return None
     return (m.group(1).decode(), m.group(2).decode()) if m else None
-
-
-def common_header_text() -> str:
-    return (TEMPLATES / COMMON_HEADER).read_text()

@@ -8,15 +8,23 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from .emit import ExprKernel
 from .ir import KernelIR, Resolver, Skip, lower
-from .model import ExpressionsInfo, StarkInfo, _show, printable
+from .model import ExpressionsInfo, StarkInfo, show, printable
 
 log = logging.getLogger("exps_codegen")
 
 CAP = 40000        # Q ops above this: the AIR is skipped
 EXPR_CAP = 512     # trace-domain expressions above this: not covered
 SLOTS_CAP = 1000   # scratch slots above this: the AIR is skipped
+
+
+@dataclass(frozen=True)
+class ExprKernel:
+    """A covered trace-domain expression: its IR, and whether it is the denominator of a dim-1
+    numerator (spec §4.3: MUL_INV then computes `u_i * dest0`)."""
+
+    ir: KernelIR
+    num1: bool
 
 
 @dataclass
@@ -50,7 +58,7 @@ def cover(si: StarkInfo, ei: ExpressionsInfo, cap: int = CAP, expr_cap: int = EX
         cov.air_skip = f"{printable(ei.file)}: cExpId {si.cexp_id} is not in expressionsCode"
         return cov
     if si.boundaries[:1] != ("everyRow",) or len(si.boundaries) > 1:
-        cov.air_skip = (f"{printable(si.file)}: boundaries {_show(list(si.boundaries), 120)}: the GPU prover computes "
+        cov.air_skip = (f"{printable(si.file)}: boundaries {show(list(si.boundaries), 120)}: the GPU prover computes "
                         "only the everyRow zerofier")     # (names are JSON text: shown bounded)
         return cov
     qe = exprs[si.cexp_id]

@@ -83,14 +83,14 @@ class _Node:
     def int(self, lo: int = 0, hi: int = MAX_ID) -> int:
         v = self.v
         if isinstance(v, bool) or not isinstance(v, int):
-            raise self.err(f"expected an integer, got {_show(v)}")
+            raise self.err(f"expected an integer, got {show(v)}")
         if not lo <= v <= hi:
-            raise self.err(f"integer {_show(v)} out of range [{lo}, {hi}]")
+            raise self.err(f"integer {show(v)} out of range [{lo}, {hi}]")
         return v
 
     def str(self) -> str:
         if not isinstance(self.v, str):
-            raise self.err(f"expected a string, got {_show(self.v)}")
+            raise self.err(f"expected a string, got {show(self.v)}")
         return self.v
 
     def u64(self) -> int:
@@ -99,12 +99,12 @@ class _Node:
         if isinstance(v, str):
             s = v.strip()
             if not s or not s.isascii() or not s.isdigit() or len(s) > 20:
-                raise self.err(f"number literal is not a decimal u64: {_show(v)}")
+                raise self.err(f"number literal is not a decimal u64: {show(v)}")
             v = int(s)
         elif isinstance(v, bool) or not isinstance(v, int):
-            raise self.err(f"expected a number literal, got {_show(v)}")
+            raise self.err(f"expected a number literal, got {show(v)}")
         if not 0 <= v < U64:
-            raise self.err(f"number literal {_show(v)} is outside [0, 2^64)")
+            raise self.err(f"number literal {show(v)} is outside [0, 2^64)")
         return v
 
     def dim(self) -> int:
@@ -119,7 +119,7 @@ _REPR = reprlib.Repr()
 _REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 2, 60, 60, 60
 
 
-def _show(v: Any, width: int = 60) -> str:
+def show(v: Any, width: int = 60) -> str:
     """A short one-line rendering of a JSON value for messages: bounded in size and depth, never
     raising (huge ints, deep nesting), control characters escaped."""
     if isinstance(v, int) and not isinstance(v, bool) and v.bit_length() > 256:
@@ -274,10 +274,10 @@ class ExpressionsInfo:
         return {e.exp_id: e for e in self.expressions}
 
 
-def _operand(n: _Node, si: StarkInfo, is_dest: bool) -> Operand:
+def _operand(n: _Node, si: StarkInfo) -> Operand:
     t = n["type"].str()
     if t not in OPERAND_TYPES:
-        raise n["type"].err(f"unknown operand type {_show(t)}")
+        raise n["type"].err(f"unknown operand type {show(t)}")
     if t in ("number", "Zi", "x") and n.has("dim") and n["dim"].dim() != 1:
         raise n["dim"].err(f"{t} operands have dim 1")
     if t == "number":
@@ -305,7 +305,7 @@ def _operand(n: _Node, si: StarkInfo, is_dest: bool) -> Operand:
     if t in ("cm", "const", "custom"):
         prime = n["prime"].int(-(1 << 20), 1 << 20)
         if prime not in si.opening_points:
-            raise n["prime"].err(f"opening {prime} is not in openingPoints {_show(list(si.opening_points), 120)}")
+            raise n["prime"].err(f"opening {prime} is not in openingPoints {show(list(si.opening_points), 120)}")
     if t == "cm" and si.cm_pols[oid].dim != dim:
         raise n["dim"].err(f"cm {oid} has dim {si.cm_pols[oid].dim} in cmPolsMap, operand says {dim}")
     if t == "const" and dim != 1:
@@ -382,13 +382,13 @@ def parse_expressionsinfo(data: Any, file: str | Path, si: StarkInfo) -> Express
         for s in e["code"].items():
             op = s["op"].str()
             if op not in OPS:
-                raise s["op"].err(f"unknown op {_show(op)} (expected one of {', '.join(OPS)})")
+                raise s["op"].err(f"unknown op {show(op)} (expected one of {', '.join(OPS)})")
             srcs = s["src"].items()
             want = 1 if op == "copy" else 2
             if len(srcs) != want:
                 raise s["src"].err(f"op {op} takes {want} source(s), got {len(srcs)}")
-            src = tuple(_operand(x, si, False) for x in srcs)
-            dest = _operand(s["dest"], si, True)
+            src = tuple(_operand(x, si) for x in srcs)
+            dest = _operand(s["dest"], si)
             steps.append(Step(op, dest, src))
         exprs.append(Expression(i, exp_id, e.get("stage", 0).int(0, 64), tuple(steps)))
     _check_hint_refs(root, seen)
@@ -439,7 +439,7 @@ def _dup_path(root: Any, file: str) -> ModelError:
     while stack:
         v, node = stack.pop()
         if isinstance(v, _Dup):
-            return ModelError(file, node._sub(v.dup), f"duplicate key {_show(v.dup)}")
+            return ModelError(file, node._sub(v.dup), f"duplicate key {show(v.dup)}")
         if isinstance(v, dict):
             stack.extend((x, _Node(x, file, node._sub(k))) for k, x in reversed(list(v.items())))
         elif isinstance(v, list):

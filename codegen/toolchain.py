@@ -34,7 +34,7 @@ from pathlib import Path
 
 from . import knobs as _knobs
 from . import procs as _procs
-from . import cache as _cache  # module import (not names): cache imports us back
+from .fsutil import atomic_write as _atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -605,7 +605,7 @@ def compile_object(tu_path: Path, out_obj: Path, opts: CompileOptions, *,
                 f"src/{tu_name}", "-o", out_name]
         text, secs = _run_nvcc("nvcc compile", argv, work, timeout_s, out_name, real, tu_path)
         out_obj.parent.mkdir(parents=True, exist_ok=True)
-        _cache.atomic_write(out_obj, Path(work, out_name).read_bytes())
+        _atomic_write(out_obj, Path(work, out_name).read_bytes())
     log.debug("compiled %s in %.2fs", tu_path, secs)
     return CompileResult(out_obj, parse_ptxas(text), text, argv, secs)
 
@@ -640,7 +640,7 @@ def link_shared(objs: Sequence[Path], out_so: Path, opts: CompileOptions, *,
                     "-Xlinker", "-s", *gencode_flags(opts.archs), *names, "-o", out_name]
             _run_nvcc("nvcc link", argv, work, timeout_s, out_name, real, None)
             out_so.parent.mkdir(parents=True, exist_ok=True)
-            _cache.atomic_write(out_so, Path(work, out_name).read_bytes())
+            _atomic_write(out_so, Path(work, out_name).read_bytes())
     except BaseException:
         out_so.unlink(missing_ok=True)
         raise
