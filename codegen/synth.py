@@ -546,52 +546,57 @@ def _render(ops: list[dict], air: _Air) -> str:
     return names[ops[-1]["dest"]["id"]]
 
 
-def make_air(p: AirParams) -> tuple[dict, dict]:
-    """(starkinfo, expressionsinfo) of one synthetic AIR, consistent with each other."""
-    rng = random.Random(p.seed)
-    air = _Air(p)
-    expids = _Counter(rng.randint(0, 5))
-    exprs: list[dict] = []                       # trace-domain expressionsCode entries
-    codes: dict[int, list[dict]] = {}            # expId -> ops (for replay in Q)
-    hints: list[dict] = []
-    lo, hi = p.trace_ops
-    # expressions replayed into Q (im/gsum/gprod/imPol) read proofvalues only if q_proofvalues
-    # (the Rust tool refuses them in Q); the member-hint expressions always may
-    pal_trace = air.palette(rng, pv=p.q_proofvalues)
-    pal_trace3 = pal_trace
-    pal_pv = air.palette(rng, pv=True)
+class _AirBuilder:
+    """One synthetic AIR, built in a fixed order of random draws (so a seed always gives the same
+    bytes): the trace-domain expressions and their hints (one builder per hint kind), then Q from
+    their constraint plans, then evMap / FRI and the starkinfo."""
 
-    def trace_expr(out_dim: int, *, pal: Palette | None = None, n: int | None = None,
+    def __init__(self, p: AirParams):
+        self.p = p
+        self.rng = rng = random.Random(p.seed)
+        self.air = air = _Air(p)
+        self.expids = _Counter(rng.randint(0, 5))
+        self.exprs: list[dict] = []                  # trace-domain expressionsCode entries
+        self.codes: dict[int, list[dict]] = {}       # expId -> ops (for replay in Q)
+        self.hints: list[dict] = []
+        # expressions replayed into Q (im/gsum/gprod/imPol) read proofvalues only if
+        # q_proofvalues (the Rust tool refuses them in Q); member-hint expressions always may
+        self.pal_trace = air.palette(rng, pv=p.q_proofvalues)
+        self.pal_pv = air.palette(rng, pv=True)
+
+    # ------------------------------------------------------------------------- trace domain
+    def trace_expr(self, out_dim: int, *, pal: Palette | None = None, n: int | None = None,
                    build: Callable[[Code], Val] | None = None, dest: dict | None = None,
                    must: Iterable[Val] = ()) -> dict:
-        c = Code(rng, first_tmp=rng.randint(0, 12), exp_ids=expids)
+        rng, air = self.rng, self.air
+        c = Code(rng, first_tmp=rng.randint(0, 12), exp_ids=self.expids)
         if build is not None:
             build(c)
         else:
-            res = random_dag(c, n if n is not None else rng.randint(lo, hi), out_dim,
-                             pal or (pal_trace if out_dim == 1 else pal_trace3))
+            lo, hi = self.p.trace_ops
+            res = random_dag(c, n if n is not None else rng.randint(lo, hi), out_dim, pal or self.pal_trace)
             for leaf in must:                   # leaves this expression is meant to exercise
                 res = c.op(rng.choice(("add", "sub", "mul")), res, leaf)
         if _out_dim({"code": c.ops}) != out_dim:
             raise SynthError("trace expression of the wrong dim")
-        e = {"tmpUsed": c.tmp_used, "code": c.ops, "expId": expids.next(),
+        e = {"tmpUsed": c.tmp_used, "code": c.ops, "expId": self.expids.next(),
              "stage": _expr_stage(c.ops, air.cm)}
         if dest is not None:
             e["dest"] = dest
         e["line"] = "" if dest is not None else _render(c.ops, air)
-        exprs.append(e)
-        codes[e["expId"]] = c.ops
+        self.exprs.append(e)
+        self.codes[e["expId"]] = c.ops
         return e
 
-    # gsum_member_data hints over tmp selectors / references (dim-1 stage 0/1 expressions)
-    if p.member_hints:
-        sel = trace_expr(1, pal=Palette(rng, air.openings, consts=list(air.consts)),
-                         n=rng.randint(1, 3))
-        ref = trace_expr(1, pal=pal_pv, must=[_staged("proofvalue", i, s) for i, s in air.pv if s == 1])
-        ref3 = trace_expr(3, pal=pal_pv, must=[_staged(t, i, s) for t, lst in (
+    def member_hints(self) -> None:
+        """gsum_member_data hints over tmp selectors / references (dim-1 stage 0/1 expressions)."""
+        p, rng, air = self.p, self.rng, self.air
+        sel = self.trace_expr(1, pal=Palette(rng, air.openings, consts=list(air.consts)), n=rng.randint(1, 3))
+        ref = self.trace_expr(1, pal=self.pal_pv, must=[_staged("proofvalue", i, s) for i, s in air.pv if s == 1])
+        ref3 = self.trace_expr(3, pal=self.pal_pv, must=[_staged(t, i, s) for t, lst in (
             ("proofvalue", air.pv), ("airvalue", air.av), ("airgroupvalue", air.agv))
             for i, s in lst if s != 1])
-        hints.append({"name": "gsum_member_data", "fields": [
+        self.hints.append({"name": "gsum_member_data", "fields": [
             _field("name_piop", _h_str("Lookup")),
             _field("names", _h_str(f"{p.name}.expr", [0]), _h_str(air.cm[air.cm1[0]]["name"] + "'", [1]),
                    _h_str(f"{p.name}.expr3", [2])),
@@ -600,73 +605,73 @@ def make_air(p: AirParams) -> tuple[dict, dict]:
             _field("references", {**_h_tmp(ref), "pos": [0]},
                    {**air.hint_cm(air.cm1[0], air.next), "pos": [1]}, {**_h_tmp(ref3), "pos": [2]})]})
 
-    # im_col hints: numerator (dim-1 / dim-3 tmp, number, cm) x denominator (dim-3 tmp)
-    im_terms = []                                # (im col, numerator (kind, payload), den expId)
-    for k, kind in enumerate(p.im_cols):
-        if kind == "d1":
-            num = trace_expr(1)
-            hnum, nval = _h_tmp(num), ("tmp", num["expId"])
-        elif kind == "d3":
-            num = trace_expr(3)
-            hnum, nval = _h_tmp(num), ("tmp", num["expId"])
-        elif kind == "number":
-            hnum, nval = _h_num(P_MINUS_1), ("number", P_MINUS_1)
-        elif kind == "cm":
-            pid = rng.choice(air.cm1)
-            hnum, nval = air.hint_cm(pid), ("cm", pid)
-        else:
-            raise SynthError(f"unknown im_col numerator kind {kind!r}")
-        den = trace_expr(3)
-        hints.append({"name": "im_col", "fields": [
-            _field("reference", air.hint_cm(air.im[k])), _field("numerator", hnum),
-            _field("denominator", _h_tmp(den))]})
-        im_terms.append((air.im[k], nval, den["expId"]))
+    def im_col_hints(self) -> list[tuple[int, tuple, int]]:
+        """im_col hints: numerator (dim-1 / dim-3 tmp, number, cm) x denominator (dim-3 tmp);
+        returns (im col, numerator (kind, payload), denominator expId) per column."""
+        air, terms = self.air, []
+        for k, kind in enumerate(self.p.im_cols):
+            if kind in ("d1", "d3"):
+                num = self.trace_expr(1 if kind == "d1" else 3)
+                hnum, nval = _h_tmp(num), ("tmp", num["expId"])
+            elif kind == "number":
+                hnum, nval = _h_num(P_MINUS_1), ("number", P_MINUS_1)
+            elif kind == "cm":
+                pid = self.rng.choice(air.cm1)
+                hnum, nval = air.hint_cm(pid), ("cm", pid)
+            else:
+                raise SynthError(f"unknown im_col numerator kind {kind!r}")
+            den = self.trace_expr(3)
+            self.hints.append({"name": "im_col", "fields": [
+                _field("reference", air.hint_cm(air.im[k])), _field("numerator", hnum),
+                _field("denominator", _h_tmp(den))]})
+            terms.append((air.im[k], nval, den["expId"]))
+        return terms
 
-    # imPol columns: the expression has a cm dest (computed into stage 2 by the prover)
-    impol_terms = []
-    for pid in air.impol:
-        c = air.cm[pid]
-        e = trace_expr(3, dest={"op": "cm", "stage": 2, "stageId": c["stageId"], "id": pid})
-        c["expId"] = e["expId"]
-        impol_terms.append((pid, e["expId"]))
+    def impol_columns(self) -> list[tuple[int, int]]:
+        """imPol columns: the expression has a cm dest (computed into stage 2 by the prover)."""
+        terms = []
+        for pid in self.air.impol:
+            c = self.air.cm[pid]
+            e = self.trace_expr(3, dest={"op": "cm", "stage": 2, "stageId": c["stageId"], "id": pid})
+            c["expId"] = e["expId"]
+            terms.append((pid, e["expId"]))
+        return terms
 
-    # gsum_col: expression = sum of the im columns (+ a direct term); result airgroupvalue 0
-    gsum_exp = None
-    if p.gsum:
-        def gsum_build(c: Code) -> Val:
+    def gsum_hint(self) -> dict | None:
+        """gsum_col: expression = sum of the im columns (+ a direct term); result airgroupvalue 0."""
+        if not self.p.gsum:
+            return None
+        air, rng = self.air, self.rng
+
+        def build(c: Code) -> Val:
             acc = None
             for pid in air.im + air.impol:
                 v = air.cm_val(pid)
                 acc = v if acc is None else c.op("add", acc, v)
-            extra = random_dag(c, rng.randint(2, 6), 3, pal_trace3)
+            extra = random_dag(c, rng.randint(2, 6), 3, self.pal_trace)
             return c.op(rng.choice(("add", "sub")), acc, extra) if acc is not None else extra
-        gsum_exp = trace_expr(3, build=gsum_build)
-        hints.append({"name": "gsum_col", "fields": [
-            _field("reference", air.hint_cm(air.gsum_col)), _field("expression", _h_tmp(gsum_exp)),
+        exp = self.trace_expr(3, build=build)
+        self.hints.append({"name": "gsum_col", "fields": [
+            _field("reference", air.hint_cm(air.gsum_col)), _field("expression", _h_tmp(exp)),
             _field("result", {"op": "airgroupvalue", "id": 0, "dim": 3, "stage": 2, "pos": []})]})
+        return exp
 
-    # gprod_col: numerator tmp (dim 3), denominator number 1; result airgroupvalue 1 (or 0)
-    gprod_exp = None
-    if p.gprod:
-        gprod_exp = trace_expr(3)
-        agv = 1 if p.gsum else 0
-        hints.append({"name": "gprod_col", "fields": [
-            _field("reference", air.hint_cm(air.gprod_col)), _field("numerator", _h_tmp(gprod_exp)),
+    def gprod_hint(self) -> dict | None:
+        """gprod_col: numerator tmp (dim 3), denominator number 1; result airgroupvalue 1 (or 0)."""
+        if not self.p.gprod:
+            return None
+        exp = self.trace_expr(3)
+        agv = 1 if self.p.gsum else 0
+        self.hints.append({"name": "gprod_col", "fields": [
+            _field("reference", self.air.hint_cm(self.air.gprod_col)), _field("numerator", _h_tmp(exp)),
             _field("denominator", _h_num("1")),
             _field("result", {"op": "airgroupvalue", "id": agv, "dim": 3, "stage": 2, "pos": []})]})
-    if (p.gsum or p.gprod) and len(air.agv) < int(p.gsum) + int(p.gprod):
-        raise SynthError("gsum/gprod need one stage-2 airgroupvalue each")
+        return exp
 
-    # ---------------------------------------------------------------------------------- Q
-    q = Code(rng, first_tmp=p.q_first_tmp + 2, exp_ids=expids)
-    pal_q = air.palette(rng, cm3=air.im + air.impol + [c for c in (air.gsum_col, air.gprod_col)
-                                                         if c is not None], pv=p.q_proofvalues)
-    far: list[Val] = []
-    constraints: list[dict] = []
-    plans: list[tuple[str, Callable[[], Val], int]] = []   # (boundary, build, imPol)
-    L1 = 0
+    # ------------------------------------------------------------------------------------ Q
+    def _im_plan(self, q: Code, pid: int, nval: tuple, den_id: int) -> Callable[[], Val]:
+        air, codes = self.air, self.codes
 
-    def im_plan(pid: int, nval: tuple, den_id: int) -> Callable[[], Val]:
         def f() -> Val:
             d = q.replay(codes[den_id])
             t = q.op("mul", air.cm_val(pid), d)
@@ -679,44 +684,46 @@ def make_air(p: AirParams) -> tuple[dict, dict]:
             return q.op("sub", t, n, order=False)
         return f
 
-    for pid, nval, den_id in im_terms:
-        plans.append(("everyRow", im_plan(pid, nval, den_id), 0))
-    for pid, eid in impol_terms:
-        plans.append(("everyRow", lambda pid=pid, eid=eid: q.op("sub", air.cm_val(pid), q.replay(codes[eid]),
-                                                                order=False), 1))
-    for col, eid, agv in ((air.gsum_col, gsum_exp and gsum_exp["expId"], 0),
-                          (air.gprod_col, gprod_exp and gprod_exp["expId"], 1 if p.gsum else 0)):
-        if col is None:
-            continue
+    def _running_plans(self, q: Code, col: int, eid: int, agv: int) -> list[tuple[str, Callable[[], Val], int]]:
+        """The running-sum / product constraint of a gsum / gprod column and its result."""
+        air, codes, L1 = self.air, self.codes, 0
+        prod = col == air.gprod_col
 
-        def running(col=col, eid=eid, prod=(col == air.gprod_col)) -> Val:
+        def running() -> Val:
             one_minus = q.op("sub", number("1"), const(L1), order=False)
             prev = q.op("mul", air.cm_val(col, air.prev), one_minus)
             body = q.replay(codes[eid])
-            if prod:
-                rhs = q.op("mul", q.op("add", prev, const(L1)), body)
-            else:
-                rhs = q.op("add", prev, body)
+            rhs = q.op("mul", q.op("add", prev, const(L1)), body) if prod else q.op("add", prev, body)
             return q.op("sub", air.cm_val(col), rhs, order=False)
 
-        def result(col=col, agv=agv) -> Val:
+        def result() -> Val:
             d = q.op("sub", air.cm_val(col), _staged("airgroupvalue", agv, 2), order=False)
             return q.op("mul", const(L1, air.next), d)
+        return [("everyRow", running, 0), ("everyRow", result, 0)]
 
-        plans.append(("everyRow", running, 0))
-        plans.append(("everyRow", result, 0))
+    def std_plans(self, q: Code, im_terms, impol_terms, gsum_exp, gprod_exp) -> list:
+        """The constraints the hints imply: (boundary, build, imPol) each."""
+        air, p = self.air, self.p
+        plans: list[tuple[str, Callable[[], Val], int]] = []
+        for pid, nval, den_id in im_terms:
+            plans.append(("everyRow", self._im_plan(q, pid, nval, den_id), 0))
+        for pid, eid in impol_terms:
+            plans.append(("everyRow", lambda pid=pid, eid=eid: q.op(
+                "sub", air.cm_val(pid), q.replay(self.codes[eid]), order=False), 1))
+        for col, eid, agv in ((air.gsum_col, gsum_exp and gsum_exp["expId"], 0),
+                              (air.gprod_col, gprod_exp and gprod_exp["expId"], 1 if p.gsum else 0)):
+            if col is not None:
+                plans += self._running_plans(q, col, eid, agv)
+        return plans
 
-    # std constraints cost about their replayed expressions + 4 ops (+2 Horner) each
-    est_fixed = sum(len(codes[e]) for e in codes) + 6 * len(plans) + 1
-    clo, chi = p.constraint_ops
-    boundaries = ["everyRow"] + [b for b in dict.fromkeys(p.extra_boundaries)]
-
-    def random_plans():
+    def random_plans(self, q: Code, n_std: int, est_fixed: int, pal_q: Palette, far: list[Val]):
         """User-like constraints first, sized at build time so Q lands near q_ops."""
+        p, rng = self.p, self.rng
+        clo, chi = p.constraint_ops
         k = 0
         while True:
             left = p.q_ops - len(q.ops) - est_fixed
-            if left <= 0 and k + len(plans) >= 2:
+            if left <= 0 and k + n_std >= 2:
                 return
             n = max(1, min(rng.randint(clo, chi), left - 4))
             bnd = "everyRow"
@@ -727,94 +734,128 @@ def make_air(p: AirParams) -> tuple[dict, dict]:
             yield bnd, (lambda n=n, dim=dim, pal=pal: random_dag(q, n, dim, pal, far=far, p_far=p.p_far)), 0
             k += 1
 
-    acc = None
-    for k, (bnd, build, impol) in enumerate(itertools.chain(random_plans(), plans)):
-        start = len(q.ops)
-        c = build()
-        dbg = q.closure(c)
-        constraints.append({"tmpUsed": max(o["dest"]["id"] for o in dbg) + 1, "code": dbg,
-                            "boundary": bnd,
-                            "line": f"INFO {k}: synth constraint {k} ({len(dbg)} ops) == 0",
-                            "imPol": impol, "stage": min(N_STAGES, max(1, _expr_stage(dbg, air.cm)))})
-        if bnd != "everyRow":
-            c = q.op("mul", c, zi(boundaries.index(bnd)))
-        if acc is None:
-            acc = c
-        else:
-            acc = q.op("add", q.op("mul", challenge(VC), acc), c)
-        if p.p_far > 0:
-            cands = [q.ops[i]["dest"] for i in range(start, len(q.ops))
-                     if q.cone[q.ops[i]["dest"]["id"]] <= 2]
-            for d in rng.sample(cands, min(4, len(cands))):
-                far.append(q._ref(d["id"], d["dim"], False))
-    # the setup writes cExp's tmp bare (no prime / expId) and with a lower id than the rest
-    if q.ops[-1]["dest"]["id"] != acc.tmp_id:
-        raise SynthError("Q: the Horner sum must be the last op")
-    q.ops[-1]["dest"] = {"type": "tmp", "id": p.q_first_tmp, "dim": acc.dim}
-    del q.def_op[acc.tmp_id]
-    q.def_op[p.q_first_tmp] = len(q.ops) - 1
-    acc = Val({"type": "tmp", "id": p.q_first_tmp, "dim": acc.dim}, acc.dim)
-    q_dim = acc.dim
-    q.op_q(acc, zi(0), q_dim)
-    c_exp_id = expids.next()
-    q_expr = {"tmpUsed": q.tmp_used, "code": q.ops, "expId": c_exp_id, "stage": Q_STAGE, "line": ""}
+    def q_expression(self, im_terms, impol_terms, gsum_exp, gprod_exp) -> tuple[dict, list[dict], list[str]]:
+        """Q: every constraint (random ones, then the hints'), Horner-summed with the vc
+        challenge, boundary constraints times their Zi, the sum times Zi(everyRow) into q.
+        Returns (Q's expressionsCode entry, constraints, boundaries)."""
+        p, rng, air = self.p, self.rng, self.air
+        q = Code(rng, first_tmp=p.q_first_tmp + 2, exp_ids=self.expids)
+        pal_q = air.palette(rng, cm3=air.im + air.impol + [c for c in (air.gsum_col, air.gprod_col)
+                                                             if c is not None], pv=p.q_proofvalues)
+        far: list[Val] = []
+        constraints: list[dict] = []
+        plans = self.std_plans(q, im_terms, impol_terms, gsum_exp, gprod_exp)
+        # std constraints cost about their replayed expressions + 4 ops (+2 Horner) each
+        est_fixed = sum(len(c) for c in self.codes.values()) + 6 * len(plans) + 1
+        boundaries = ["everyRow"] + [b for b in dict.fromkeys(p.extra_boundaries)]
+        acc = None
+        for k, (bnd, build, impol) in enumerate(itertools.chain(
+                self.random_plans(q, len(plans), est_fixed, pal_q, far), plans)):
+            start = len(q.ops)
+            c = build()
+            dbg = q.closure(c)
+            constraints.append({"tmpUsed": max(o["dest"]["id"] for o in dbg) + 1, "code": dbg,
+                                "boundary": bnd,
+                                "line": f"INFO {k}: synth constraint {k} ({len(dbg)} ops) == 0",
+                                "imPol": impol, "stage": min(N_STAGES, max(1, _expr_stage(dbg, air.cm)))})
+            if bnd != "everyRow":
+                c = q.op("mul", c, zi(boundaries.index(bnd)))
+            acc = c if acc is None else q.op("add", q.op("mul", challenge(VC), acc), c)
+            if p.p_far > 0:
+                cands = [q.ops[i]["dest"] for i in range(start, len(q.ops))
+                         if q.cone[q.ops[i]["dest"]["id"]] <= 2]
+                for d in rng.sample(cands, min(4, len(cands))):
+                    far.append(q._ref(d["id"], d["dim"], False))
+        # the setup writes cExp's tmp bare (no prime / expId) and with a lower id than the rest
+        if q.ops[-1]["dest"]["id"] != acc.tmp_id:
+            raise SynthError("Q: the Horner sum must be the last op")
+        q.ops[-1]["dest"] = {"type": "tmp", "id": p.q_first_tmp, "dim": acc.dim}
+        del q.def_op[acc.tmp_id]
+        q.def_op[p.q_first_tmp] = len(q.ops) - 1
+        acc = Val({"type": "tmp", "id": p.q_first_tmp, "dim": acc.dim}, acc.dim)
+        q.op_q(acc, zi(0), acc.dim)
+        q_expr = {"tmpUsed": q.tmp_used, "code": q.ops, "expId": self.expids.next(), "stage": Q_STAGE,
+                  "line": ""}
+        return q_expr, constraints, boundaries
 
-    # ---------------------------------------------------------------------------- evMap, FRI
-    used: dict[int, set[tuple[str, int]]] = {o: set() for o in air.openings}
-    for e in exprs + [q_expr]:
-        for o in e["code"]:
-            for s in o["src"]:
-                if s["type"] in ("cm", "const"):
-                    used[s["prime"]].add((s["type"], s["id"]))
-    for i in air.consts:
-        used[0].add(("const", i))
-    for pid in range(len(air.cm)):
-        used[0].add(("cm", pid))
-    ev_map = []
-    for pos, op in enumerate(air.openings):
-        for t in ("const", "cm"):
-            for _, i in sorted(x for x in used[op] if x[0] == t):
-                ev_map.append({"type": t, "id": i, "prime": op, "openingPos": pos})
-    fri = _fri(rng, air, ev_map)
-    fri_expr = {"tmpUsed": fri.tmp_used, "code": fri.ops, "expId": c_exp_id + 1, "stage": 0, "line": ""}
+    # ------------------------------------------------------------------------- evMap, FRI
+    def ev_map(self, q_expr: dict) -> list[dict]:
+        air = self.air
+        used: dict[int, set[tuple[str, int]]] = {o: set() for o in air.openings}
+        for e in self.exprs + [q_expr]:
+            for o in e["code"]:
+                for s in o["src"]:
+                    if s["type"] in ("cm", "const"):
+                        used[s["prime"]].add((s["type"], s["id"]))
+        for i in air.consts:
+            used[0].add(("const", i))
+        for pid in range(len(air.cm)):
+            used[0].add(("cm", pid))
+        out = []
+        for pos, op in enumerate(air.openings):
+            for t in ("const", "cm"):
+                for _, i in sorted(x for x in used[op] if x[0] == t):
+                    out.append({"type": t, "id": i, "prime": op, "openingPos": pos})
+        return out
 
-    si = {
-        "name": p.name,
-        "cmPolsMap": air.cm,
-        "constPolsMap": [{"stage": 0, "name": f"{p.name}.__L1" if i == 0 else f"{p.name}.C{i}", "dim": 1,
-                          "polsMapId": i, "stageId": i} for i in air.consts],
-        "challengesMap": [{"name": n, "stage": s, "dim": 3, "stageId": sid} for n, s, sid in CHALLENGES],
-        "publicsMap": [{"name": f"pub{i}", "stage": 1} for i in range(p.n_publics)],
-        "proofValuesMap": [{"name": f"pv{i}", "stage": s} for i, s in air.pv],
-        "airgroupValuesMap": [{"name": f"{p.name}.agv{i}", "stage": s} for i, s in air.agv],
-        "airValuesMap": [{"name": f"{p.name}.av{i}", "stage": s} for i, s in air.av],
-        "mapSectionsN": air.sections,
-        "airId": p.air_id,
-        "airgroupId": p.airgroup_id,
-        "nConstants": p.n_const,
-        "nPublics": p.n_publics,
-        "airGroupValues": [{"aggType": 0, "stage": s} for _, s in air.agv],
-        "nStages": N_STAGES,
-        "customCommits": [],
-        "customCommitsMap": [],
-        "starkStruct": {"nBits": p.n_bits, "merkleTreeArity": 4, "transcriptArity": 4,
-                        "merkleTreeCustom": True, "lastLevelVerification": 2, "powBits": 16,
-                        "hashCommits": True, "nBitsExt": p.n_bits + p.blowup_bits,
-                        "verificationHashType": "GL",
-                        "steps": [{"nBits": p.n_bits + p.blowup_bits}], "nQueries": 228},
-        "boundaries": [{"name": b} for b in boundaries],
-        "openingPoints": list(air.openings),
-        "cExpId": c_exp_id,
-        "qDim": q_dim,
-        "qDeg": p.q_deg,
-        "nConstraints": len(constraints),
-        "nCommitmentsStage1": 0,
-        "evMap": ev_map,
-        "friExpId": c_exp_id + 1,
-        "security": dict(SECURITY),
-    }
-    ei = {"hintsInfo": hints,
-          "expressionsCode": sorted(exprs, key=lambda e: e["expId"]) + [q_expr, fri_expr],
+    def starkinfo(self, q_expr: dict, constraints: list[dict], boundaries: list[str], ev_map: list[dict]) -> dict:
+        p, air = self.p, self.air
+        c_exp_id = q_expr["expId"]
+        return {
+            "name": p.name,
+            "cmPolsMap": air.cm,
+            "constPolsMap": [{"stage": 0, "name": f"{p.name}.__L1" if i == 0 else f"{p.name}.C{i}", "dim": 1,
+                              "polsMapId": i, "stageId": i} for i in air.consts],
+            "challengesMap": [{"name": n, "stage": s, "dim": 3, "stageId": sid} for n, s, sid in CHALLENGES],
+            "publicsMap": [{"name": f"pub{i}", "stage": 1} for i in range(p.n_publics)],
+            "proofValuesMap": [{"name": f"pv{i}", "stage": s} for i, s in air.pv],
+            "airgroupValuesMap": [{"name": f"{p.name}.agv{i}", "stage": s} for i, s in air.agv],
+            "airValuesMap": [{"name": f"{p.name}.av{i}", "stage": s} for i, s in air.av],
+            "mapSectionsN": air.sections,
+            "airId": p.air_id,
+            "airgroupId": p.airgroup_id,
+            "nConstants": p.n_const,
+            "nPublics": p.n_publics,
+            "airGroupValues": [{"aggType": 0, "stage": s} for _, s in air.agv],
+            "nStages": N_STAGES,
+            "customCommits": [],
+            "customCommitsMap": [],
+            "starkStruct": {"nBits": p.n_bits, "merkleTreeArity": 4, "transcriptArity": 4,
+                            "merkleTreeCustom": True, "lastLevelVerification": 2, "powBits": 16,
+                            "hashCommits": True, "nBitsExt": p.n_bits + p.blowup_bits,
+                            "verificationHashType": "GL",
+                            "steps": [{"nBits": p.n_bits + p.blowup_bits}], "nQueries": 228},
+            "boundaries": [{"name": b} for b in boundaries],
+            "openingPoints": list(air.openings),
+            "cExpId": c_exp_id,
+            "qDim": q_expr["code"][-1]["dest"]["dim"],
+            "qDeg": p.q_deg,
+            "nConstraints": len(constraints),
+            "nCommitmentsStage1": 0,
+            "evMap": ev_map,
+            "friExpId": c_exp_id + 1,
+            "security": dict(SECURITY),
+        }
+
+
+def make_air(p: AirParams) -> tuple[dict, dict]:
+    """(starkinfo, expressionsinfo) of one synthetic AIR, consistent with each other: the hint
+    builders (member data, im_col, imPol, gsum, gprod) then the Q assembler (_AirBuilder)."""
+    b = _AirBuilder(p)
+    if p.member_hints:
+        b.member_hints()
+    im_terms = b.im_col_hints()
+    impol_terms = b.impol_columns()
+    gsum_exp, gprod_exp = b.gsum_hint(), b.gprod_hint()
+    if (p.gsum or p.gprod) and len(b.air.agv) < int(p.gsum) + int(p.gprod):
+        raise SynthError("gsum/gprod need one stage-2 airgroupvalue each")
+    q_expr, constraints, boundaries = b.q_expression(im_terms, impol_terms, gsum_exp, gprod_exp)
+    ev_map = b.ev_map(q_expr)
+    fri = _fri(b.rng, b.air, ev_map)
+    fri_expr = {"tmpUsed": fri.tmp_used, "code": fri.ops, "expId": q_expr["expId"] + 1, "stage": 0, "line": ""}
+    si = b.starkinfo(q_expr, constraints, boundaries, ev_map)
+    ei = {"hintsInfo": b.hints,
+          "expressionsCode": sorted(b.exprs, key=lambda e: e["expId"]) + [q_expr, fri_expr],
           "constraints": constraints}
     validate(si, ei)
     return si, ei
