@@ -914,8 +914,8 @@ def _check_code(code: list[dict], where: str, q_last: bool = False) -> None:
         defined[d["id"]] = d["dim"]
 
 
-def validate(si: dict, ei: dict) -> None:
-    """Structural consistency of a (synthetic) key: layout, ids, SSA, dims, Q shape, hints."""
+def _check_layout(si: dict) -> None:
+    """cmPolsMap positions, section sizes, constants, openings, boundaries."""
     cm = si["cmPolsMap"]
     pos: dict[int, int] = {}
     for i, c in enumerate(cm):
@@ -933,12 +933,36 @@ def validate(si: dict, ei: dict) -> None:
         raise SynthError("openingPoints not sorted")
     if si["boundaries"][0] != {"name": "everyRow"}:
         raise SynthError("boundaries[0] must be everyRow")
+
+
+def _check_operand(si: dict, e: dict, s: dict, is_q: bool) -> None:
+    """One source operand of expression `e`: id in range, opening, dims, where it may appear."""
+    cm, t, where = si["cmPolsMap"], s["type"], f"expression {e['expId']}"
     lim = {"cm": len(cm), "const": si["nConstants"], "public": si["nPublics"],
            "challenge": len(si["challengesMap"]), "eval": len(si["evMap"]),
            "airvalue": len(si["airValuesMap"]), "airgroupvalue": len(si["airgroupValuesMap"]),
            "proofvalue": len(si["proofValuesMap"]), "xDivXSubXi": len(si["openingPoints"])}
     stages = {"airvalue": si["airValuesMap"], "airgroupvalue": si["airgroupValuesMap"],
               "proofvalue": si["proofValuesMap"]}
+    fri_only = e["expId"] != si["friExpId"]
+    checks = [   # lazily, in order: an earlier check guards the indexing of a later one
+        (lambda: t in lim and not 0 <= s["id"] < lim[t], lambda: f"{t} id {s['id']} out of range"),
+        (lambda: t in ("cm", "const") and s["prime"] not in si["openingPoints"], lambda: f"opening {s['prime']}"),
+        (lambda: t == "cm" and cm[s["id"]]["dim"] != s["dim"], lambda: f"cm {s['id']} dim"),
+        (lambda: t == "cm" and cm[s["id"]]["stage"] == Q_STAGE and fri_only, lambda: "reads a Q column"),
+        (lambda: t in stages and s["dim"] != (1 if stages[t][s["id"]]["stage"] == 1 else 3), lambda: f"{t} dim"),
+        (lambda: t == "Zi" and not 0 <= s["boundaryId"] < len(si["boundaries"]), lambda: "Zi boundaryId"),
+        (lambda: t == "number" and not 0 <= int(s["value"]) < 1 << 64, lambda: "number"),
+        (lambda: t == "Zi" and not is_q, lambda: "Zi outside Q"),
+        (lambda: t in ("eval", "xDivXSubXi") and fri_only, lambda: f"{t} outside FRI"),
+    ]
+    for bad, what in checks:
+        if bad():
+            raise SynthError(f"{where}: {what()}")
+
+
+def _check_expressions(si: dict, ei: dict) -> dict[int, dict]:
+    """Every expression: unique id, SSA code, tmpUsed, operands; returns them by id."""
     by_id = {}
     for e in ei["expressionsCode"]:
         if e["expId"] in by_id:
@@ -953,25 +977,11 @@ def validate(si: dict, ei: dict) -> None:
             raise SynthError(f"expression {e['expId']}: tmpUsed")
         for o in e["code"]:
             for s in o["src"]:
-                t = s["type"]
-                if t in lim and not 0 <= s["id"] < lim[t]:
-                    raise SynthError(f"expression {e['expId']}: {t} id {s['id']} out of range")
-                if t in ("cm", "const") and s["prime"] not in si["openingPoints"]:
-                    raise SynthError(f"expression {e['expId']}: opening {s['prime']}")
-                if t == "cm" and cm[s["id"]]["dim"] != s["dim"]:
-                    raise SynthError(f"expression {e['expId']}: cm {s['id']} dim")
-                if t == "cm" and cm[s["id"]]["stage"] == Q_STAGE and e["expId"] != si["friExpId"]:
-                    raise SynthError(f"expression {e['expId']}: reads a Q column")
-                if t in stages and s["dim"] != (1 if stages[t][s["id"]]["stage"] == 1 else 3):
-                    raise SynthError(f"expression {e['expId']}: {t} dim")
-                if t == "Zi" and not 0 <= s["boundaryId"] < len(si["boundaries"]):
-                    raise SynthError(f"expression {e['expId']}: Zi boundaryId")
-                if t == "number" and not 0 <= int(s["value"]) < 1 << 64:
-                    raise SynthError(f"expression {e['expId']}: number")
-                if t in ("Zi",) and not is_q:
-                    raise SynthError(f"expression {e['expId']}: Zi outside Q")
-                if t in ("eval", "xDivXSubXi") and e["expId"] != si["friExpId"]:
-                    raise SynthError(f"expression {e['expId']}: {t} outside FRI")
+                _check_operand(si, e, s, is_q)
+    return by_id
+
+
+def _check_q(si: dict, by_id: dict[int, dict]) -> None:
     qe = by_id.get(si["cExpId"])
     if qe is None or si["friExpId"] not in by_id:
         raise SynthError("cExpId / friExpId missing")
@@ -981,8 +991,10 @@ def validate(si: dict, ei: dict) -> None:
         raise SynthError("Q must end with mul(cExp, Zi[0]) into q")
     if qe["stage"] != si["nStages"] + 1:
         raise SynthError("Q stage")
-    for k, c in enumerate(ei["constraints"]):
-        _check_code(c["code"], f"constraints[{k}].code")
+
+
+def _check_hints(si: dict, ei: dict, by_id: dict[int, dict]) -> None:
+    cm = si["cmPolsMap"]
     for h in ei["hintsInfo"]:
         for f in h["fields"]:
             for v in f["values"]:
@@ -995,6 +1007,16 @@ def validate(si: dict, ei: dict) -> None:
             e = by_id.get(c["expId"])
             if e is None or e.get("dest", {}).get("id") != c["polsMapId"]:
                 raise SynthError(f"imPol column {c['polsMapId']}: expression")
+
+
+def validate(si: dict, ei: dict) -> None:
+    """Structural consistency of a (synthetic) key: layout, ids, SSA, dims, Q shape, hints."""
+    _check_layout(si)
+    by_id = _check_expressions(si, ei)
+    _check_q(si, by_id)
+    for k, c in enumerate(ei["constraints"]):
+        _check_code(c["code"], f"constraints[{k}].code")
+    _check_hints(si, ei, by_id)
 
 
 # ------------------------------------------------------------------------------- statistics
