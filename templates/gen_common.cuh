@@ -287,6 +287,28 @@ EXPS_HD ExpsCtx exps_ctx(const StepsParams* P, uint64_t D, int extended, uint64_
 // Logical row of an opening: (row + shift) mod D, D a power of two.
 #define EXPS_ROW(shift) ((row + (uint64_t)(int64_t)(shift)) & X.mask)
 
+// ------------------------------------------------------------------------- launch shape
+#ifdef __CUDACC__
+#define EXPS_MAX_DEVICES 64
+// Blocks of 256 threads of kernel `fn` the current device holds at once (SMs x resident blocks at
+// the kernel's registers), asked once per device and kept in cache[device]; capped at `cap` when
+// cap > 0. If the runtime cannot tell: cap, or 512.
+static inline unsigned exps_grid(const void* fn, int* cache, unsigned cap) {
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= EXPS_MAX_DEVICES) return cap ? cap : 512u;
+    int r = cache[dev];
+    if (r <= 0) {
+        int per_sm = 0, sms = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, 256, 0) != cudaSuccess ||
+            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || per_sm * sms <= 0)
+            return cap ? cap : 512u;
+        r = per_sm * sms;
+        cache[dev] = r;
+    }
+    return cap && (unsigned)r > cap ? cap : (unsigned)r;
+}
+#endif
+
 // ------------------------------------------------------------------------- expression stores
 enum { EXPS_WRITE = 0, EXPS_MUL_INV = 1, EXPS_WRITE_INV = 2 };
 
