@@ -7,7 +7,7 @@
 * the interpreter library is ``bench/interp.cu`` built as host C++ (its host ``interp_launch``
   runs the same per-row code);
 * each AIR's generated kernel is rendered by codegen and compiled as host C++ (as
-  ``codegen.hostcheck`` does), exporting the same ``exps_launch`` ABI.
+  ``codegen.check.hostcheck`` does), exporting the same ``exps_launch`` ABI.
 
 So every pointer, offset, layout and comparison in run.py is exercised, and the numbers it prints
 are CPU times (meaningless as benchmarks).
@@ -75,7 +75,7 @@ class _RuntimeError(RuntimeError):
 
 def _fill_kernel(*_args, **_kw):
     def run(seed, out: DArr) -> None:
-        from codegen.hostcheck import raw_words
+        from codegen.check.hostcheck import raw_words
         rng = np.random.default_rng(int(seed) & ((1 << 63) - 1))
         np.asarray(out)[...] = raw_words(rng, (out.size,))
     return run
@@ -135,7 +135,7 @@ class HostHooks(R.Hooks):
         self.cache: dict[str, Path] = {}
 
     def has_kernel(self, placement) -> bool:
-        from codegen.kernel import cover
+        from codegen.coverage import cover
         from codegen.model import ModelError, load_air
         if placement.error:
             return False
@@ -149,8 +149,8 @@ class HostHooks(R.Hooks):
         if air.key in self.cache:
             return self.cache[air.key]
         from codegen.emit import render
-        from codegen.hostcheck import build_host_library, kernel_source
-        from codegen.kernel import cover
+        from codegen.check.hostcheck import build_host_library, kernel_source
+        from codegen.coverage import cover
         from codegen.model import load_air
         si, ei = load_air(air.starkinfo, air.expressions)
         cov = cover(si, ei)

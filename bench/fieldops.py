@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from codegen import gl64  # noqa: E402
+from codegen.check import gl64  # noqa: E402
 
 P = 0xFFFFFFFF00000001
 EPS = 0xFFFFFFFF

@@ -4,7 +4,7 @@
 * :func:`build_host` -> the same source compiled as host C++ (g++), for CPU checks;
 * :class:`QLayout` -> where Q's inputs live: one ``aux_trace`` holding the extended sections
   ``cm1 | cm2 | cm3`` (ColMajor, ``NExt`` rows each column) then the everyRow ``zi`` column, as
-  ``codegen.hostcheck.make_buffers`` lays out the extended part; the const tree is its own buffer;
+  ``codegen.check.hostcheck.make_buffers`` lays out the extended part; the const tree is its own buffer;
 * :func:`host_q` -> run the interpreter on the CPU over numpy inputs.
 """
 from __future__ import annotations
@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from .bytecode import Bytecode, buffer_commit_size
 
 HERE = Path(__file__).resolve().parent
@@ -126,7 +125,7 @@ def load_gpu(path: Path) -> ctypes.CDLL:
 
 # ------------------------------------------------------------------------------- layout
 def stage_cols(si: Json) -> dict[int, int]:
-    """Element columns per committed stage 1..nStages+1 (as codegen.hostcheck.stage_cols)."""
+    """Element columns per committed stage 1..nStages+1 (as codegen.check.hostcheck.stage_cols)."""
     n = si["nStages"]
     cols = {s: 0 for s in range(1, n + 2)}
     for p in si["cmPolsMap"]:

@@ -6,7 +6,6 @@ run, each with a fresh object cache), plus the compile time of one TU.
 from __future__ import annotations
 
 from typing import Callable
-
 import argparse
 import sys
 import tempfile
@@ -15,13 +14,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from codegen.autotune import Probe, TuneResult, tune  # noqa: E402
+from codegen.build.autotune import Probe, TuneResult, tune  # noqa: E402
 from codegen.ir import KernelIR  # noqa: E402
 from codegen.plan import plan  # noqa: E402
-from codegen.build import stage_sources, chunk_stats, compile_options, compile_tus  # noqa: E402
-from codegen.cache import ObjectCache  # noqa: E402
+from codegen.build.actions import stage_sources, chunk_stats, compile_options, compile_tus  # noqa: E402
+from codegen.build.cache import ObjectCache  # noqa: E402
 from codegen.emit import KernelSource, render  # noqa: E402
-from codegen.kernel import cover  # noqa: E402
+from codegen.coverage import cover  # noqa: E402
 from codegen.model import load_air  # noqa: E402
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from codegen.autotune import tune  # noqa: E402
-from codegen.kernel import cover  # noqa: E402
+from codegen.build.autotune import tune  # noqa: E402
+from codegen.coverage import cover  # noqa: E402
 from codegen.model import load_air  # noqa: E402
 
 

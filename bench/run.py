@@ -48,7 +48,7 @@ from bench import interp_lib as IL  # noqa: E402
 
 P = 0xFFFFFFFF00000001
 EPS = 0xFFFFFFFF
-#: the edge values of codegen.hostcheck.EDGE (a test keeps them equal)
+#: the edge values of codegen.check.hostcheck.EDGE (a test keeps them equal)
 EDGE = (0, 1, 2, 3, EPS - 1, EPS, EPS + 1, P - 2, P - 1, P, P + 1, P + 2, 1 << 63,
         (1 << 64) - 2, (1 << 64) - 1, 1 << 32, (1 << 32) - 2)
 POISON = 0xDEC0DEDDEC0DEDDE
@@ -524,7 +524,7 @@ def rows_that_fit(g: Gpu, lay_of, rows: int, need_of, min_rows: int = 12) -> int
 def oracle_check(g: Gpu, si: Json, ei: Json, bc: BC.Bytecode, gen: GenLib, itp: Interp, rows: int,
                  seed: int, info: KernelInfo, smem: bool) -> list[str]:
     """Generated and interpreter vs the numpy oracle at 2^rows rows."""
-    from codegen import reference
+    from codegen.check import reference
     cp = g.cp
     n = 1 << rows
     lay = IL.QLayout.of(si, n)
@@ -582,7 +582,7 @@ def bench_air(g: Gpu, ilib: ctypes.CDLL, air: Air, a, bandwidth: float, interp_r
                 "n_temp3": bc.n_temp3, "out_dim": bc.out_dim})
     bin_path = Path(str(air.starkinfo)[: -len(".starkinfo.json")] + ".bin")
     if bin_path.is_file():
-        from codegen.binfile import read_bin
+        from codegen.check.binfile import read_bin
         be = read_bin(bin_path).expressions.get(si["cExpId"])
         same = be is not None and tuple(bc.ops) == be.op_kinds and tuple(bc.args) == be.args
         res["bin_match"] = bool(same)

@@ -24,14 +24,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 
-from codegen import toolchain as tc  # noqa: E402
-from codegen.autotune import candidates, cost, tune  # noqa: E402
-from codegen.build import stage_sources, chunk_stats, compile_options, compile_tus  # noqa: E402
-from codegen.cache import ObjectCache  # noqa: E402
+from codegen.build import toolchain as tc  # noqa: E402
+from codegen.build.autotune import candidates, cost, tune  # noqa: E402
+from codegen.build.actions import stage_sources, chunk_stats, compile_options, compile_tus  # noqa: E402
+from codegen.build.cache import ObjectCache  # noqa: E402
 from codegen.discover import discover, kernels  # noqa: E402
 from codegen.emit import KernelSource, render  # noqa: E402
-from codegen.hostcheck import STEP_FIELDS, ext_offsets  # noqa: E402
-from codegen.kernel import cover  # noqa: E402
+from codegen.check.hostcheck import STEP_FIELDS, ext_offsets  # noqa: E402
+from codegen.coverage import cover  # noqa: E402
 from codegen.model import load_air  # noqa: E402
 from codegen.plan import plan  # noqa: E402
 

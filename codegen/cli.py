@@ -23,9 +23,9 @@ import sys
 import time
 from pathlib import Path
 
-from . import EMITTER_VERSION
-from . import knobs as _knobs
-from .preflight import UserError
+from codegen import EMITTER_VERSION
+from codegen.build import knobs as _knobs
+from codegen.build.preflight import UserError
 
 log = logging.getLogger("exps_codegen")
 
@@ -103,9 +103,9 @@ def write_flat_keep(s, keep: Path) -> int:
     scratch slots of its Q). Returns the number of AIRs listed."""
     import shutil
 
-    from .build import read_json
-    from .discover import discover
-    from .emit import COMMON_HEADER
+    from codegen.build.actions import read_json
+    from codegen.discover import discover
+    from codegen.emit import COMMON_HEADER
     keep.mkdir(parents=True, exist_ok=True)
     lines = []
     for p in discover(s.pk):
@@ -122,7 +122,7 @@ def write_flat_keep(s, keep: Path) -> int:
 
 
 def _settings(a):
-    from .tasks import Settings
+    from codegen.tasks import Settings
     build = getattr(a, "keep_dir", None) or a.build_dir
     try:
         return Settings(pk=a.pk, build=build, arch=a.arch, cap=a.cap, chunk=a.chunk,
@@ -135,8 +135,8 @@ def run_doit(s, targets: list[str], jobs: int = 1, emit_only: bool = False, extr
     from doit.cmd_base import ModuleTaskLoader
     from doit.doit_cmd import DoitMain
 
-    from .front import doit_config
-    from .tasks import ProgressReporter, exps_tasks, lock_build, unlock_build
+    from codegen.build.front import doit_config
+    from codegen.tasks import ProgressReporter, exps_tasks, lock_build, unlock_build
 
     if s.namespace:   # the CLI owns its graph: plain stage names (ir ... link), as our dodo.py
         import dataclasses
@@ -161,7 +161,7 @@ def run_doit(s, targets: list[str], jobs: int = 1, emit_only: bool = False, extr
 
 
 def _preflight(s, need_nvcc: bool) -> None:
-    from .preflight import check
+    from codegen.build.preflight import check
     for note in check(s, need_nvcc=need_nvcc):
         print(note, file=sys.stderr)
 
@@ -182,9 +182,9 @@ def cmd_emit(a) -> int:
 
 
 def cmd_report(a) -> int:
-    from . import report
-    from .discover import shown
-    from .preflight import check_key
+    from codegen.build import report
+    from codegen.discover import shown
+    from codegen.build.preflight import check_key
     s = _settings(a)
     check_key(s.pk)
     if not Path(s.build).is_dir():
@@ -195,7 +195,7 @@ def cmd_report(a) -> int:
 
 
 def cmd_clean(a) -> int:
-    from .front import clean_build
+    from codegen.build.front import clean_build
     s = _settings(a)
     clean_build(s)
     return 0
@@ -204,9 +204,9 @@ def cmd_clean(a) -> int:
 def status_rows(s) -> list[dict]:
     """Per AIR: current / stale / missing / skipped / refused / gone (a `.so` whose AIR became
     unreadable or vanished: stale, the next build removes it)."""
-    from .build import read_json
-    from .discover import scan
-    from .emit import read_so_identity, source_hash
+    from codegen.build.actions import read_json
+    from codegen.discover import scan
+    from codegen.emit import read_so_identity, source_hash
     rows = []
     sc = scan(s.pk)
     for p in sc.placements:
@@ -232,7 +232,7 @@ def status_rows(s) -> list[dict]:
 
 def cmd_status(a) -> int:
     s = _settings(a)
-    from .preflight import check_key
+    from codegen.build.preflight import check_key
     check_key(s.pk)
     rows = status_rows(s)
     w = max([len(r["air"]) for r in rows] + [3])
@@ -252,9 +252,9 @@ def cmd_verify_rebuild(a) -> int:
     import shutil
     import tempfile
 
-    from .discover import scan, shown
-    from .preflight import check
-    from .tasks import Settings
+    from codegen.discover import scan, shown
+    from codegen.build.preflight import check
+    from codegen.tasks import Settings
     s = _settings(a)
     check(s, need_nvcc=True, creates_build_dir=False)
     sc = scan(s.pk)
@@ -265,24 +265,16 @@ def cmd_verify_rebuild(a) -> int:
             d.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(p.starkinfo, copy / (p.rel + ".starkinfo.json"))
             shutil.copyfile(p.expressions, copy / (p.rel + ".expressionsinfo.json"))
-        saved = {k: os.environ.get(k) for k in ("EXPS_CACHE_DIR", "EXPS_LAUNCHER", "EXPS_LINK_CACHE")}
-        os.environ.update({"EXPS_CACHE_DIR": str(Path(tmp) / "cache"), "EXPS_LINK_CACHE": "0"})
-        os.environ.pop("EXPS_LAUNCHER", None)
-        try:
+        with _knobs.overridden(EXPS_CACHE_DIR=str(Path(tmp) / "cache"), EXPS_LINK_CACHE="0",
+                               EXPS_LAUNCHER=None):
             s2 = Settings(pk=copy, build=Path(tmp) / "build", arch=a.arch, cap=a.cap, chunk=a.chunk,
                           launcher=None, compile_timeout=a.compile_timeout, namespace="")
-            from .tasks import ProgressReporter
+            from codegen.tasks import ProgressReporter
             ProgressReporter.show_summary = False
             try:
                 rc = run_doit(s2, ["link", "gone"], a.jobs)
             finally:
                 ProgressReporter.show_summary = True
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
         bad = 0
         w = max([len(p.rel) for p in sc.placements] + [3])
         for p in sc.placements:
@@ -307,13 +299,13 @@ def cmd_verify_rebuild(a) -> int:
 def cmd_verify(a) -> int:
     if getattr(a, "rebuild", False):
         return cmd_verify_rebuild(a)
-    from .build import read_json
-    from .discover import discover, kernels
-    from .hostcheck import check_air
-    from .kernel import cover
-    from .model import ModelError, load_air, load_json
+    from codegen.build.actions import read_json
+    from codegen.discover import discover, kernels
+    from codegen.check.hostcheck import check_air
+    from codegen.coverage import cover
+    from codegen.model import ModelError, load_air, load_json
     s = _settings(a)
-    from .preflight import check_key
+    from codegen.build.preflight import check_key
     check_key(s.pk)
     bad = 0
     tot_words = tot_exprs = 0
@@ -334,8 +326,8 @@ def cmd_verify(a) -> int:
         opc = s.chunk if s.chunk is not None else tune.get("ops_per_chunk")
         r = check_air(key, si, load_json(p.starkinfo), load_json(p.expressions), cov, ops_per_chunk=opc,
                       seed=a.seed)
-        from .hostcheck import default_ops_per_chunk
-        from .plan import plan
+        from codegen.check.hostcheck import default_ops_per_chunk
+        from codegen.plan import plan
         chunks = plan(cov.q, opc if opc is not None else default_ops_per_chunk(cov.q_ops)).n_chunks
         words = r.q_words + r.expr_words
         tot_words += words
@@ -351,7 +343,7 @@ def cmd_verify(a) -> int:
 
 
 def cmd_gpucheck(a) -> int:
-    from .gpucheck import main as gmain
+    from codegen.check.gpucheck import main as gmain
     return gmain(_settings(a))
 
 
@@ -384,9 +376,9 @@ def _dispatch(argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Every user mistake is one line and exit code 2; an interrupt is one line and 130."""
-    from . import procs
-    from .preflight import UserError, fail
-    from .toolchain import ToolchainError
+    from codegen.build import procs
+    from codegen.build.preflight import UserError, fail
+    from codegen.build.toolchain import ToolchainError
     argv = sys.argv[1:] if argv is None else argv
     logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
     procs.install()

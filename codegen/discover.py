@@ -18,7 +18,7 @@ import stat
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .model import ModelError, StarkInfo, load_json, open_regular, parse_starkinfo, printable
+from codegen.model import ModelError, StarkInfo, load_json, open_regular, parse_starkinfo, printable
 
 log = logging.getLogger("exps_codegen")
 SAFE_NAME = re.compile(r"[A-Za-z0-9_.+-]{1,120}")   # used with fullmatch

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import jinja2
 
-from . import EMITTER_VERSION
-from .ir import KernelIR, Leaf, Op, Val
-from .kernel import ExprKernel
-from .passes import PassStats, optimize
-from .plan import Plan, plan
+from codegen import EMITTER_VERSION
+from codegen.ir import KernelIR, Leaf, Op, Val
+from codegen.coverage import ExprKernel
+from codegen.passes import PassStats, optimize
+from codegen.plan import Plan, plan
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 COMMON_HEADER = "gen_common.cuh"

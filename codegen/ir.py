@@ -12,8 +12,8 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Union
 
-from . import operands
-from .model import Expression, Operand, StarkInfo
+from codegen import operands
+from codegen.model import Expression, Operand, StarkInfo
 
 UNSUPPORTED = {"custom": "custom commit", "xDivXSubXi": "xDivXSubXi (FRI)", "x": "x"}
 #: cm stages the kernel ABI can address: exps_launch / exps_launch_expr pass off_cm1..off_cm3 (spec §5)

@@ -9,13 +9,13 @@ an input that no kernel writes while it runs, so:
 
 `optimize` runs both and renumbers values; the result is a `KernelIR` like any other (the last op is
 still the result), so the planner, the emitter and the host/GPU checks see nothing special. The
-oracle (codegen.reference) evaluates the JSON, never this IR.
+oracle (codegen.check.reference) evaluates the JSON, never this IR.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .ir import Arg, KernelIR, Op, Val
+from codegen.ir import Arg, KernelIR, Op, Val
 
 
 @dataclass(frozen=True)

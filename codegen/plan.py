@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .ir import KernelIR, Val
+from codegen.ir import KernelIR, Val
 
 SLOT_ROWS = 256  # exps_min_scratch = total_slots * 256
 

@@ -23,12 +23,15 @@ from pathlib import Path
 from doit.reporter import ConsoleReporter
 from doit.tools import config_changed
 
-from . import EMITTER_VERSION, buildlock, knobs, procs
-from . import build as B
-from . import toolchain as tc
-from .discover import Placement, discover, kernels, scan, shown
-from .emit import COMMON_HEADER, TEMPLATES
-from .kernel import CAP, EXPR_CAP, SLOTS_CAP
+from codegen import EMITTER_VERSION
+from codegen.build import buildlock
+from codegen.build import knobs
+from codegen.build import procs
+from codegen.build import actions as B
+from codegen.build import toolchain as tc
+from codegen.discover import Placement, discover, kernels, scan, shown
+from codegen.emit import COMMON_HEADER, TEMPLATES
+from codegen.coverage import CAP, EXPR_CAP, SLOTS_CAP
 
 log = logging.getLogger("exps_codegen")
 BASENAMES = ("ir", "tune", "emit", "cc", "link")
@@ -443,7 +446,7 @@ class ProgressReporter(ConsoleReporter):
     def initialize(self, tasks, selected_tasks):
         super().initialize(tasks, selected_tasks)
         self._t0 = time.monotonic()
-        from .report import cpu_seconds
+        from codegen.build.report import cpu_seconds
         self._cpu0 = cpu_seconds()
         self._total = sum(1 for t in tasks.values() if t.actions and not t.name.startswith("_")) or 1
         self._seen = 0
@@ -497,7 +500,7 @@ class ProgressReporter(ConsoleReporter):
                 what = "sources" if self.emit_only else f"{placed} .so placed, {skipped} skipped"
                 self.outstream.write(f"{len(rows)} AIRs up to date ({what}); nothing to do\n")
             else:
-                from . import report
+                from codegen.build import report
                 self.outstream.write(format_summary(rows, self.emit_only) + "\n")
                 wall = time.monotonic() - self._t0
                 _, page = report.write(self.settings, report.collect(

@@ -329,8 +329,8 @@ def reference(tmp_path_factory) -> Ref:
 
 def cache_key_of(tu: Path) -> str:
     """The object cache key of a TU of a build made with ARGS (arch 90)."""
-    from codegen.build import compile_options
-    from codegen.cache import ObjectCache
+    from codegen.build.actions import compile_options
+    from codegen.build.cache import ObjectCache
     return ObjectCache(root="/nonexistent").key_for(tu, compile_options([90]), include_dirs=[tu.parent])
 
 

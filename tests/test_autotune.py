@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from codegen import autotune as at
-from codegen.build import act_ir, act_tune
-from codegen.kernel import cover
+from codegen.build import autotune as at
+from codegen.build.actions import act_ir, act_tune
+from codegen.coverage import cover
 from codegen.model import load_air
 from codegen.plan import plan
 from require import requires

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-
 import sys
 
 import numpy as np
@@ -17,9 +16,9 @@ if str(REPO) not in sys.path:
 
 from bench import bytecode as B  # noqa: E402
 from bench import interp_lib as IL  # noqa: E402
-from codegen import reference  # noqa: E402
-from codegen.binfile import read_bin  # noqa: E402
-from codegen.hostcheck import EDGE, raw_words  # noqa: E402
+from codegen.check import reference  # noqa: E402
+from codegen.check.binfile import read_bin  # noqa: E402
+from codegen.check.hostcheck import EDGE, raw_words  # noqa: E402
 from require import pk_params, require  # noqa: E402
 
 PK = REPO.parent / "shared" / "pk"

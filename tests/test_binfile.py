@@ -1,4 +1,4 @@
-"""codegen.binfile: decoding, and our swap rule (codegen.reference) vs every real ``.bin``."""
+"""codegen.check.binfile: decoding, and our swap rule (codegen.check.reference) vs every real ``.bin``."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from codegen import binfile
-from codegen.binfile import BinFormatError, compare_expression, parse_bin, read_bin
-from codegen.reference import bin_order
+from codegen.check import binfile
+from codegen.check.binfile import BinFormatError, compare_expression, parse_bin, read_bin
+from codegen.check.reference import bin_order
 from require import pk_params, require
 
 PK = Path(__file__).resolve().parents[2] / "shared" / "pk"

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from codegen import cache as oc
-from codegen import toolchain as tc
+from codegen.build import cache as oc
+from codegen.build import toolchain as tc
 from require import requires
 
 needs_nvcc = requires("nvcc")      # tests/require.py: skip, or fail under EXPS_REQUIRE

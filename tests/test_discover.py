@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from codegen import synth
+from codegen.sample import synth
 from codegen.discover import (Broken, Placement, Refused, UnusableKeyError, assign_keys, discover, find_airs,
                               kernels, phase_of, scan)
 from require import require

@@ -16,12 +16,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from codegen import EMITTER_VERSION, emit, hostcheck, synth
+from codegen import EMITTER_VERSION, emit
+from codegen.check import hostcheck
+from codegen.sample import synth
 from require import require, requires
 from codegen.discover import discover
 from codegen.emit import OP_C, ExprKernel, KernelSource, chunk_body, render
 from codegen.ir import KernelIR, Leaf, Op, Val, lower
-from codegen.kernel import cover
+from codegen.coverage import cover
 from codegen.model import CmPol, Expression, Operand, StarkInfo, Step, load_air, parse_expressionsinfo, \
     parse_starkinfo
 from codegen.plan import plan
@@ -651,3 +653,50 @@ def test_dead_value(where: str) -> None:
             {"op": "mul", "dest": {"type": "q", "id": 0, "dim": 1},
              "src": [{"type": "tmp", "id": 1, "dim": 1}, {"type": "Zi", "boundaryId": 0, "dim": 1}]}]
     run_end_to_end(si, ei, 1, 0)
+
+
+# ------------------------------------------- the field ops' GPU check (bench/fieldops.py, #11)
+def test_fieldops_inputs_hold_every_edge_pair() -> None:
+    from bench import fieldops as F
+    from codegen.check import gl64
+    P, EPS = gl64.P, gl64.EPS
+    need = {0, 1, 2, 3, P - 1, P, P + 1, EPS - 1, EPS, EPS + 1, (1 << 32) - 1, (1 << 32) + 1, 1 << 63,
+            (1 << 64) - 1}
+    assert need <= set(F.EDGE) and len(F.EDGE) == len(set(F.EDGE)) == 40
+    k = len(F.EDGE)
+    a, b = F.make_inputs("mul", 5000, 1)
+    assert len(a) == len(b) == 5000
+    assert set(zip(a[:k * k].tolist(), b[:k * k].tolist())) == {(x, y) for x in F.EDGE for y in F.EDGE}
+    a3, b3 = F.make_inputs("mul33", 20000, 1)
+    assert a3.shape == b3.shape == (20000, 3)
+    for i in range(3):          # every edge pair at every component pair (i, j)
+        for j in range(3):
+            got = set(zip(a3[: 9 * k * k, i].tolist(), b3[: 9 * k * k, j].tolist()))
+            assert {(x, y) for x in F.EDGE for y in F.EDGE} <= got
+    # the random part mixes the kinds of words (not only uniform ones)
+    r = F.random_words(np.random.default_rng(0), 10000)
+    assert np.isin(r, np.array(F.EDGE, dtype=np.uint64)).mean() > 0.15 and (r < 1000).mean() > 0.1
+
+
+def test_fieldops_compare_reports_a_wrong_word() -> None:
+    from bench import fieldops as F
+    a, b = F.make_inputs("add", 2000, 3)
+    want = F.oracle("add", a, b, 1)
+    got = want.copy()
+    got[17] ^= np.uint64(1)
+    msg = F.first_diff(got, want, a, b)
+    assert msg.startswith("1 words differ; first element 17:")
+
+
+@requires("nvcc")
+def test_fieldops_device_forms_compile(tmp_path: Path) -> None:
+    """The header's device forms (EXPS_DEVICE_PTX), its portable forms on the device and v0.1.0's
+    header all build for sm_90 into the check library (run on a GPU by bench/gpu_round.sh)."""
+    from bench import fieldops as F
+    so, reports = F.build(tmp_path, "90")
+    assert so.is_file() and set(reports) == {"cur", "port", "v010"}
+    lib = F.load(so)                      # binds <ns>_check / <ns>_bench of the three variants
+    assert all(hasattr(lib, f"{ns}_sms") for ns in ("cur", "port", "v010"))
+    for ns, text in reports.items():
+        spills = [int(x) for x in re.findall(r"(\d+) bytes spill", text)]
+        assert "bench_k" in text and spills and not any(spills), ns

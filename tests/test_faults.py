@@ -4,7 +4,7 @@ linker, a full disk, SIGKILL mid-build, two builds of one key at once, a corrupt
 In every case: the affected AIR has no `.so` (never a stale or partial one), the error names the
 AIR, the other AIRs are built, and the next build (with a working toolchain) completes with every
 placed `.so` current. Faults come from the test launcher (buildkit.write_launcher) or, for ENOSPC,
-from a patched `os` in codegen.fsutil (the atomic writer) in an in-process run.
+from a patched `os` in codegen.build.fsutil (the atomic writer) in an in-process run.
 """
 from __future__ import annotations
 
@@ -155,7 +155,7 @@ def test_linker_failure_leaves_no_partial_so(ref, tmp_path, monkeypatch, old):
 
 # --------------------------------------------------------------------------------- disk full
 class _FullDiskOs:
-    """`os` for codegen.fsutil: fsync of an atomic_write temp file whose name matches raises ENOSPC
+    """`os` for codegen.build.fsutil: fsync of an atomic_write temp file whose name matches raises ENOSPC
     (after the data was written into it), as a full disk does."""
 
     def __init__(self, pattern: re.Pattern):
@@ -176,7 +176,7 @@ class _FullDiskOs:
 def test_disk_full_leaves_no_partial_file(ref, tmp_path, monkeypatch, caplog, target):
     """Warm cache: Tiny's objects are written from cache hits, through the same atomic writer as
     after a compile (a cold compile adds only nvcc time)."""
-    import codegen.fsutil
+    import codegen.build.fsutil
     from codegen.cli import run_doit
     from codegen.tasks import Settings
 
@@ -184,7 +184,7 @@ def test_disk_full_leaves_no_partial_file(ref, tmp_path, monkeypatch, caplog, ta
     pat = (re.compile(rf"^\.{TINY_KEY}_\w+\.o\.\d+\.[0-9a-f]+\.tmp$") if target == ".o"
            else re.compile(r"^\.Tiny\.exps\.so\.\d+\.[0-9a-f]+\.tmp$"))
     fake = _FullDiskOs(pat)
-    monkeypatch.setattr(codegen.fsutil, "os", fake)
+    monkeypatch.setattr(codegen.build.fsutil, "os", fake)
     s = Settings(pk=kit.pk, build=kit.build, arch="90", chunk=0, launcher=kit.launcher)
     with caplog.at_level(logging.ERROR, logger="exps_codegen"):
         assert run_doit(s, ["link"]) != 0
@@ -197,7 +197,7 @@ def test_disk_full_leaves_no_partial_file(ref, tmp_path, monkeypatch, caplog, ta
     assert bk.leftovers(kit.cache) == []
     if target == ".o":   # no object of Tiny published, none cached
         assert list(kit.build.glob(f"{TINY_KEY}/obj/*")) == []
-    monkeypatch.setattr(codegen.fsutil, "os", os)
+    monkeypatch.setattr(codegen.build.fsutil, "os", os)
     kit.reset_log()
     kit.doit()                                         # space again: the next build completes
     assert kit.calls().links == [TINY_KEY]
@@ -296,7 +296,7 @@ def test_two_concurrent_cold_builds_share_a_cache(ref, tmp_path, monkeypatch):
 # --------------------------------------------------------------------------------- cache damage
 @pytest.mark.parametrize("damage", ["truncate", "flip_byte"])
 def test_corrupt_cache_entry_is_detected_and_rebuilt(ref, tmp_path, monkeypatch, damage):
-    from codegen.cache import ObjectCache
+    from codegen.build.cache import ObjectCache
 
     kit = _kit(ref, tmp_path, monkeypatch)
     tu = ref.kit.build / TINY_KEY / "src" / f"{TINY_KEY}_q0.cu"

@@ -44,8 +44,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from codegen import emit, hostcheck, kernel, model, plan, reference
-from codegen.cache import atomic_write
+from codegen import emit, model, plan
+from codegen.check import hostcheck
+from codegen import coverage as kernel
+from codegen.check import reference
+from codegen.build.cache import atomic_write
 from codegen.discover import discover
 from codegen.model import ModelError
 from fuzzkit import MARKERS, ROOT, SAMPLE, Fuzz, R, _nested, corpus, update

@@ -1,4 +1,4 @@
-"""codegen.gl64: vectorised ops == scalar model; raw-word facts of spec §1.1, §1.2, §4.3."""
+"""codegen.check.gl64: vectorised ops == scalar model; raw-word facts of spec §1.1, §1.2, §4.3."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from codegen import gl64
-from codegen.gl64 import EPS, P
+from codegen.check import gl64
+from codegen.check.gl64 import EPS, P
 
 EDGES = [0, 1, 2, 3, 5, 7, EPS - 1, EPS, EPS + 1, 1 << 32, P - 2, P - 1, P, P + 1, P + 2,
          1 << 63, (1 << 64) - 2, (1 << 64) - 1]

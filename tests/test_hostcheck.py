@@ -1,4 +1,4 @@
-"""codegen.hostcheck: every AIR of the sample and of ../shared/pk is bit-identical to the oracle
+"""codegen.check.hostcheck: every AIR of the sample and of ../shared/pk is bit-identical to the oracle
 (generated TUs compiled with g++, called through the C ABI), the check can fail, and raw_words
 draws the words that matter."""
 from __future__ import annotations
@@ -11,12 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from codegen import emit, hostcheck, reference
+from codegen import emit
+from codegen.check import hostcheck
+from codegen.check import reference
 from codegen.ir import Leaf
 from codegen.discover import discover
 from codegen.emit import render
-from codegen.hostcheck import EDGE, EPS, P, POISON, CheckResult, check_air, check_kernel, raw_words
-from codegen.kernel import cover
+from codegen.check.hostcheck import EDGE, EPS, P, POISON, CheckResult, check_air, check_kernel, raw_words
+from codegen.coverage import cover
 from codegen.model import load_air, parse_expressionsinfo, parse_starkinfo
 from require import pk_params, require, requires
 
@@ -419,7 +421,7 @@ def test_host_check_at_the_tuners_chunking(which: str, tmp_path: Path) -> None:
     """The real autotune (build.act_ir + act_tune, probes compiled by nvcc for sm_90) chooses the
     chunking; the host check then runs that very plan (many chunks, ample and tight scratch) on a
     real key's Q (ConnectionNew, 596 ops) and on a sample AIR (Medium, 483 ops)."""
-    from codegen.build import act_ir, act_tune
+    from codegen.build.actions import act_ir, act_tune
     if which == "ConnectionNew":
         require("pk")
     base = CONNECTION_NEW if which == "ConnectionNew" else MEDIUM

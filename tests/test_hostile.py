@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from buildkit import SAMPLE, SHARED1, SHARED2, SKIPPED, SMALL, TINY, copy_key, exps_codegen
-from codegen import toolchain as tc
+from codegen.build import toolchain as tc
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None and not os.environ.get("CI"),
                                 reason="needs nvcc (required under CI=true)")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from codegen import ir
-from codegen.binfile import buffer_commit_size, read_bin
+from codegen.check.binfile import buffer_commit_size, read_bin
 from codegen.ir import KernelIR, Leaf, Op, Skip, Val, bin_order, ir_from_json, ir_to_json, lower, rank, swapped
 from codegen.model import CmPol, Expression, Operand, StarkInfo, Step, load_air
 from require import pk_params, require

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from codegen import buildlock
+from codegen.build import buildlock
 
 HOLD = r"""
 import fcntl, os, sys, time
@@ -73,7 +73,7 @@ def test_forked_children_do_not_keep_the_lock(tmp_path: Path) -> None:
     hook), so the lock goes with the owner process, whatever its children do."""
     import signal
 
-    from codegen import procs
+    from codegen.build import procs
     saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     procs.install()
     for s, h in saved.items():          # pytest keeps its own handlers; the fork hook stays

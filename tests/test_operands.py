@@ -6,7 +6,9 @@ import itertools
 
 import pytest
 
-from codegen import operands, reference, synth
+from codegen import operands
+from codegen.check import reference
+from codegen.sample import synth
 from bench import bytecode
 
 KINDS = sorted(operands.RANK)

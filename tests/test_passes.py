@@ -8,13 +8,15 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
-from codegen import gl64, hostcheck
+from codegen.check import gl64
+from codegen.check import hostcheck
 from codegen.emit import KernelSource, render
 from codegen.ir import KernelIR, Leaf, Op, Val
-from codegen.kernel import cover
+from codegen.coverage import cover
 from codegen.model import load_air
 from codegen.passes import cse, dce, optimize
 from codegen.plan import plan
+
 from test_plan import kernel_irs
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from codegen import plan as planmod
 from codegen.ir import KernelIR, Leaf, Op, Val, ir_from_json, ir_to_json
-from codegen.kernel import cover
+from codegen.coverage import cover
 from codegen.model import load_air
 from codegen.plan import Plan, last_uses, max_live, plan
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 import buildkit as bk
-from codegen import build as B
-from codegen.autotune import Probe, TuneResult, tune_arch
-from codegen.heartbeat import Heartbeat
+from codegen.build import actions as B
+from codegen.build.autotune import Probe, TuneResult, tune_arch
+from codegen.build.heartbeat import Heartbeat
 from codegen.tasks import Settings, default_build_dir
 
 needs_nvcc = pytest.mark.requires("nvcc")

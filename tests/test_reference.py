@@ -1,4 +1,4 @@
-"""codegen.reference: hand-computed raw words, store modes, and a bin-driven scalar cross-check."""
+"""codegen.check.reference: hand-computed raw words, store modes, and a bin-driven scalar cross-check."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from codegen import gl64, reference
-from codegen.binfile import BinExpression, buffer_commit_size, read_bin
-from codegen.gl64 import EPS, P
-from codegen.reference import (ARITH_SUB_SWAP, MUL_INV, OPS_31, WRITE, WRITE_INV, DomainData,
+from codegen.check import gl64
+from codegen.check import reference
+from codegen.check.binfile import BinExpression, buffer_commit_size, read_bin
+from codegen.check.gl64 import EPS, P
+from codegen.check.reference import (ARITH_SUB_SWAP, MUL_INV, OPS_31, WRITE, WRITE_INV, DomainData,
                                UnsupportedOperand, bin_order, eval_expression, eval_q, store)
 from require import pk_params, require
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import buildkit as bk
-from codegen import report
+from codegen.build import report
 
 pytestmark = pytest.mark.requires("nvcc")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from codegen import synth
+from codegen.sample import synth
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "provingkey-sample"
@@ -65,7 +65,7 @@ def test_build_is_deterministic_across_hash_seeds(tmp_path):
     outs = []
     for seed in ("1", "12345"):
         out = tmp_path / f"s{seed}"
-        subprocess.run([sys.executable, "-m", "codegen.synth", str(out)], cwd=ROOT, check=True,
+        subprocess.run([sys.executable, "-m", "codegen.sample.synth", str(out)], cwd=ROOT, check=True,
                        env={"PYTHONHASHSEED": seed, "PATH": "/usr/bin:/bin"}, capture_output=True)
         outs.append(_files(out))
     assert outs[0] == outs[1]
@@ -76,7 +76,7 @@ def test_committed_sample_equals_fresh_build(tmp_path):
     fresh, committed = _files(tmp_path), _files(SAMPLE)
     assert sorted(committed) == sorted(fresh), "provingkey-sample/ has other files than a fresh build"
     stale = [k for k in fresh if fresh[k] != committed[k]]
-    assert not stale, f"regenerate with `python -m codegen.synth provingkey-sample`: {stale}"
+    assert not stale, f"regenerate with `python -m codegen.sample.synth provingkey-sample`: {stale}"
 
 
 def test_sample_size():
@@ -361,7 +361,7 @@ def test_builder_api():
 
 
 def test_large_ops_cli(tmp_path):
-    subprocess.run([sys.executable, "-m", "codegen.synth", "--large-ops", "3000", str(tmp_path)],
+    subprocess.run([sys.executable, "-m", "codegen.sample.synth", "--large-ops", "3000", str(tmp_path)],
                    cwd=ROOT, check=True, capture_output=True)
     airs = _airs(tmp_path)
     assert len(airs) == 1

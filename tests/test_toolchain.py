@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from codegen import toolchain as tc
+from codegen.build import toolchain as tc
 from require import require
 
 

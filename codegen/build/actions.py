@@ -22,15 +22,15 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from . import EMITTER_VERSION
-from . import toolchain as tc
-from .autotune import MAX_PROBES, TuneResult, estimated_choice, tune, tune_arch
-from .cache import ObjectCache, atomic_write
-from .heartbeat import Heartbeat
-from .emit import COMMON_HEADER, TEMPLATES, KernelSource, render, source_hash
-from .kernel import CAP, EXPR_CAP, SLOTS_CAP, Coverage, cover, coverage_from_json, coverage_to_json
-from .model import ModelError, load_air
-from .plan import Plan, plan
+from codegen import EMITTER_VERSION
+from codegen.build import toolchain as tc
+from codegen.build.autotune import MAX_PROBES, TuneResult, estimated_choice, tune, tune_arch
+from codegen.build.cache import ObjectCache, atomic_write
+from codegen.build.heartbeat import Heartbeat
+from codegen.emit import COMMON_HEADER, TEMPLATES, KernelSource, render, source_hash
+from codegen.coverage import CAP, EXPR_CAP, SLOTS_CAP, Coverage, cover, coverage_from_json, coverage_to_json
+from codegen.model import ModelError, load_air
+from codegen.plan import Plan, plan
 
 log = logging.getLogger("exps_codegen")
 FORMAT = 1

@@ -20,6 +20,7 @@ KnobError, which the front ends print as one line.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
@@ -89,3 +90,23 @@ def read(env: Mapping[str, str] | None = None) -> Knobs:
         cuda_homes=tuple(env[v] for v in ("CUDA_HOME", "CUDA_PATH") if env.get(v)),
         cxx=env.get("CXX") or "g++",
     )
+
+
+@contextlib.contextmanager
+def overridden(**values: str | None):
+    """Set (or, with None, unset) knobs for the block, then restore them (`verify --rebuild`
+    builds with a private cache and no launcher)."""
+    saved = {k: os.environ.get(k) for k in values}
+    try:
+        for k, v in values.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

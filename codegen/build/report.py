@@ -26,9 +26,9 @@ import re
 import resource
 from pathlib import Path
 
-from . import EMITTER_VERSION
-from .build import _write_json, read_json
-from .cache import atomic_write
+from codegen import EMITTER_VERSION
+from codegen.build.actions import _write_json, read_json
+from codegen.build.cache import atomic_write
 
 FORMAT = 1
 
@@ -56,7 +56,7 @@ def collect(s, rows: list[dict], seconds: dict[str, float] | None = None,
             wall_s: float | None = None, cpu_s: float | None = None) -> dict:
     """The report of build `s` from its stage files, the summary rows (tasks.summary_rows) and
     this run's per-task seconds (doit task name -> seconds)."""
-    from .discover import kernels, scan
+    from codegen.discover import kernels, scan
     seconds = seconds or {}
     kmap = kernels(scan(s.pk).placements)
     ks = []
@@ -194,7 +194,7 @@ def write(s, rep: dict) -> tuple[Path, Path]:
 def rebuild(s) -> dict:
     """`exps-codegen report PK`: from the stage files, keeping the last run's timings when its
     report.json is there."""
-    from .tasks import summary_rows
+    from codegen.tasks import summary_rows
     old = read_json(Path(s.build) / "report.json") or {}
     secs = {}
     for k in old.get("kernels", []):

@@ -21,8 +21,8 @@ API
   sample_airs() / build_sample(root)    the committed provingkey-sample/
   build_large(root, n_ops, n_bits=5)    one AIR with a Q of ~n_ops ops (benchmarks)
 
-CLI: ``python -m codegen.synth OUTDIR`` regenerates the sample;
-``python -m codegen.synth --large-ops N [--n-bits B] OUTDIR`` writes one large AIR.
+CLI: ``python -m codegen.sample.synth OUTDIR`` regenerates the sample;
+``python -m codegen.sample.synth --large-ops N [--n-bits B] OUTDIR`` writes one large AIR.
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable
 
-from . import operands
+from codegen import operands
 
 P = 0xFFFF_FFFF_0000_0001
 P_MINUS_1 = str(P - 1)          # "18446744069414584320"
@@ -1126,7 +1126,7 @@ def summary(airs: list[tuple[str, str, dict, dict]]) -> list[dict]:
 
 _README = """# provingkey-sample (generated: do not edit)
 
-Synthetic provingKey written by `python -m codegen.synth provingkey-sample` (seed {seed});
+Synthetic provingKey written by `python -m codegen.sample.synth provingkey-sample` (seed {seed});
 `tests/test_synth.py` checks that this directory equals a fresh build. Layout: this directory
 plays the role of a setup's `provingKey/` (`<name>/<Group>/airs/<Air>/<phase dir>/`).
 
@@ -1171,7 +1171,7 @@ def build_large(root: Path, n_ops: int, n_bits: int = 5, seed: int = SAMPLE_SEED
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m codegen.synth", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m codegen.sample.synth", description=__doc__.split("\n")[0])
     ap.add_argument("outdir", type=Path)
     ap.add_argument("--large-ops", type=int, default=0, metavar="N",
                     help="write one AIR with a Q of about N ops instead of the sample")

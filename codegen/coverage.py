@@ -8,8 +8,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from .ir import KernelIR, Resolver, Skip, lower
-from .model import ExpressionsInfo, StarkInfo, show, printable
+from codegen.ir import KernelIR, Resolver, Skip, lower
+from codegen.model import ExpressionsInfo, StarkInfo, show, printable
 
 log = logging.getLogger("exps_codegen")
 
@@ -101,7 +101,7 @@ def cover(si: StarkInfo, ei: ExpressionsInfo, cap: int = CAP, expr_cap: int = EX
 
 
 def coverage_to_json(cov: Coverage) -> dict:
-    from .ir import ir_to_json
+    from codegen.ir import ir_to_json
     return {
         "air_skip": cov.air_skip,
         "q": ir_to_json(cov.q) if cov.q else None,
@@ -111,7 +111,7 @@ def coverage_to_json(cov: Coverage) -> dict:
 
 
 def coverage_from_json(si: StarkInfo, d: dict) -> Coverage:
-    from .ir import ir_from_json
+    from codegen.ir import ir_from_json
     cov = Coverage(si, air_skip=d["air_skip"])
     cov.q = ir_from_json(d["q"]) if d["q"] else None
     cov.exprs = [ExprKernel(ir_from_json(x["ir"]), bool(x["num1"])) for x in d["exprs"]]

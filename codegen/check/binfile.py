@@ -2,7 +2,7 @@
 
 Used to cross-check our reading of the ``.bin`` writer's swap rule on real proving keys:
 :func:`read_bin` decodes what the interpreter runs, :func:`expected_ops` maps a JSON expression
-through :func:`codegen.reference.bin_order` (our swap-rule implementation) to the same encoding.
+through :func:`codegen.check.reference.bin_order` (our swap-rule implementation) to the same encoding.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from codegen.reference import COPY, bin_order
+from codegen.check.reference import COPY, bin_order
 
 Json = dict[str, Any]
 

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .build import read_json
-from .discover import discover, kernels
-from .hostcheck import STEP_FIELDS, _load, check_kernel, default_ops_per_chunk
-from .emit import KernelSource
-from .kernel import cover
-from .model import ModelError, load_air, load_json
-from .plan import plan
+from codegen.build.actions import read_json
+from codegen.discover import discover, kernels
+from codegen.check.hostcheck import STEP_FIELDS, _load, check_kernel, default_ops_per_chunk
+from codegen.emit import KernelSource
+from codegen.coverage import cover
+from codegen.model import ModelError, load_air, load_json
+from codegen.plan import plan
 
 
 class CupyMem:

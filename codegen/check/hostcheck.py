@@ -17,12 +17,12 @@ from pathlib import Path
 
 import numpy as np
 
-from . import reference
-from . import knobs as _knobs
-from .emit import COMMON_HEADER, TEMPLATES, ExprKernel, KernelSource, render
-from .kernel import Coverage
-from .model import StarkInfo
-from .plan import Plan, plan
+from codegen.check import reference
+from codegen.build import knobs as _knobs
+from codegen.emit import COMMON_HEADER, TEMPLATES, ExprKernel, KernelSource, render
+from codegen.coverage import Coverage
+from codegen.model import StarkInfo
+from codegen.plan import Plan, plan
 
 P = 0xFFFFFFFF00000001
 EPS = 0xFFFFFFFF

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import procs
+from codegen.build import procs
 
 _HELD: dict[str, int] = {}
 POLL_S = 0.25

@@ -14,10 +14,12 @@ import shutil
 import sys
 from pathlib import Path
 
-from . import build as B
-from . import knobs, preflight, procs
-from .emit import read_so_identity
-from .tasks import ProgressReporter, Settings, lock_build, unlock_build
+from codegen.build import actions as B
+from codegen.build import knobs
+from codegen.build import preflight
+from codegen.build import procs
+from codegen.emit import read_so_identity
+from codegen.tasks import ProgressReporter, Settings, lock_build, unlock_build
 
 #: doit variables of our dodo.py (README "Usage in a provingKey pipeline")
 DOIT_VARS = ("pk", "build", "arch", "cap", "chunk", "launcher", "compile_timeout")

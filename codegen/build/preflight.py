@@ -12,9 +12,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import knobs
-from . import toolchain as tc
-from .discover import UnusableKeyError, scan, shown
+from codegen.build import knobs
+from codegen.build import toolchain as tc
+from codegen.discover import UnusableKeyError, scan, shown
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130

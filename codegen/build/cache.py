@@ -25,8 +25,8 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from . import toolchain as _tc
-from .fsutil import atomic_write  # noqa: F401 (re-exported: cache.atomic_write)
+from codegen.build import toolchain as _tc
+from codegen.build.fsutil import atomic_write  # noqa: F401 (re-exported: cache.atomic_write)
 
 log = logging.getLogger(__name__)
 

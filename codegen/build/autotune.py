@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .ir import KernelIR, Val
-from .plan import Plan, plan
+from codegen.ir import KernelIR, Val
+from codegen.plan import Plan, plan
 
 log = logging.getLogger("exps_codegen")
 

@@ -4,7 +4,7 @@ Everything that runs nvcc lives here. nvcc always runs from an argv list (no she
 a private work dir (cwd and ``TMPDIR``) with a safe name; nvcc itself passes paths through ``sh``,
 so every path it sees is one we made from ``[A-Za-z0-9_./-]`` (entries of the work dir for the TU's
 dir, include dirs and objects). Only the finished object / shared library is published, through
-:func:`codegen.cache.atomic_write` (the one atomic writer).
+:func:`codegen.build.cache.atomic_write` (the one atomic writer).
 
 Environment knobs are read in one place, :func:`knobs`.
 """
@@ -32,9 +32,9 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import knobs as _knobs
-from . import procs as _procs
-from .fsutil import atomic_write as _atomic_write
+from codegen.build import knobs as _knobs
+from codegen.build import procs as _procs
+from codegen.build.fsutil import atomic_write as _atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ Knobs = _knobs.Knobs
 
 
 def knobs(env: Mapping[str, str] | None = None) -> _knobs.Knobs:
-    """:func:`codegen.knobs.read`, with a malformed knob raised as :class:`ToolchainError`."""
+    """:func:`codegen.build.knobs.read`, with a malformed knob raised as :class:`ToolchainError`."""
     try:
         return _knobs.read(env)
     except _knobs.KnobError as e:

@@ -4,7 +4,7 @@ Works on the plain ``json.load`` dicts and nothing else of ours (no ``model``/``
 cross-check them. Bit-exactness comes from three things (spec §8):
 
 * the ``.bin`` writer's operand reordering (spec §1.3): :func:`operand_rank`, :func:`bin_order`;
-* the per-shape op table (spec §1.4) on raw partially-reduced words (:mod:`codegen.gl64`);
+* the per-shape op table (spec §1.4) on raw partially-reduced words (:mod:`codegen.check.gl64`);
 * the operand read rules (spec §2.4, ARCHITECTURE.md "Domains and buffers").
 
 All rows are evaluated at once (numpy vectors of length ``D``); values that are the same on every
@@ -18,8 +18,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from codegen import gl64
-from codegen.gl64 import U64
+from codegen.check import gl64
+from codegen.check.gl64 import U64
 
 Json = dict[str, Any]
 Value = tuple[U64, ...]

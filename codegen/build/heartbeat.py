@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 
-from . import knobs
+from codegen.build import knobs
 
 
 def interval() -> float:
