@@ -57,7 +57,7 @@ def buffer_commit_size(si: Json) -> int:
 def _stage_position(values_map: list[Json], i: int) -> int:
     """Prefix sum of slots (stage 1: 1, else 3) over the entries before ``i`` that exist
     (diff_buses reads airgroupvalue ids past the end of a 1-entry map: position 3)."""
-    return sum(1 if e["stage"] == 1 else 3 for e in values_map[:i])
+    return sum(operands.value_slots(e["stage"]) for e in values_map[:i])
 
 
 class Numbers:

@@ -107,11 +107,7 @@ class _Refuse(Exception):
 
 
 def _prefix_positions(stages: tuple[int, ...]) -> list[int]:
-    pos, out = 0, []
-    for s in stages:
-        out.append(pos)
-        pos += 1 if s == 1 else 3
-    return out
+    return operands.value_positions(stages)
 
 
 class Resolver:

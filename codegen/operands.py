@@ -33,3 +33,18 @@ def ordered(op: str, a, b, is_swapped: bool):
     if not is_swapped:
         return op, a, b
     return ("sub_swap" if op == "sub" else op), b, a
+
+
+def value_slots(stage: int) -> int:
+    """Words of one airvalue / airgroupvalue / proofvalue: 1 at stage 1, else 3 (spec §2.4)."""
+    return 1 if stage == 1 else 3
+
+
+def value_positions(stages) -> list[int]:
+    """Position of each entry of a values map in its buffer: the prefix sum of `value_slots`
+    over the entries before it (spec §2.4)."""
+    pos, out = 0, []
+    for s in stages:
+        out.append(pos)
+        pos += value_slots(s)
+    return out

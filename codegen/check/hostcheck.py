@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from codegen.check import reference
+from codegen import operands
 from codegen.build import knobs as _knobs
 from codegen.emit import COMMON_HEADER, TEMPLATES, ExprKernel, KernelSource, render
 from codegen.coverage import Coverage
@@ -104,7 +105,7 @@ def stage_cols(si: StarkInfo) -> dict[int, int]:
 
 def _scalars(si: StarkInfo, rng) -> dict[str, np.ndarray]:
     def n3(stages):
-        return sum(1 if s == 1 else 3 for s in stages)
+        return sum(operands.value_slots(s) for s in stages)
     sizes = {"publics": si.n_publics, "challenges": 3 * si.n_challenges, "evals": 3 * si.n_evals,
              "airvalues": n3(si.airvalue_stages), "airgroupvalues": n3(si.airgroupvalue_stages),
              "proofvalues": n3(si.proofvalue_stages)}
