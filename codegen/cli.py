@@ -36,8 +36,8 @@ def _common(p: argparse.ArgumentParser, pipeline: bool = False) -> None:
         return [flag, "--exps-" + flag[2:]] if pipeline else [flag]
     p.add_argument(*names("--arch"), dest="arch", default="auto",
                    help="GPU archs: auto (this machine's GPU; with none, sm_90), major, or a list like 89,120 / sm_90")
-    p.add_argument(*names("--cap"), dest="cap", type=int, default=40000,
-                   help="skip AIRs whose Q has more ops (default 40000)")
+    p.add_argument(*names("--cap"), dest="cap", type=int, default=None,
+                   help="skip AIRs whose Q has more ops (default: no limit: chunking builds any Q)")
     p.add_argument(*names("--chunk"), dest="chunk", type=int, default=None,
                    help="fixed ops per Q chunk (0 = one kernel); turns autotune off")
     p.add_argument("--launcher", default=_knobs.read().launcher_text,

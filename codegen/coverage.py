@@ -13,7 +13,7 @@ from codegen.model import ExpressionsInfo, StarkInfo, show, printable
 
 log = logging.getLogger("exps_codegen")
 
-CAP = 40000        # Q ops above this: the AIR is skipped
+CAP = None         # no limit on Q ops (chunking builds any Q); a number: skip AIRs above it (cap= / --cap)
 EXPR_CAP = 512     # trace-domain expressions above this: not covered
 SLOTS_CAP = 1000   # scratch slots above this: the AIR is skipped
 
@@ -51,7 +51,7 @@ def numerator_dims(ei: ExpressionsInfo, dims: dict[int, int]) -> dict[int, set[i
     return out
 
 
-def cover(si: StarkInfo, ei: ExpressionsInfo, cap: int = CAP, expr_cap: int = EXPR_CAP) -> Coverage:
+def cover(si: StarkInfo, ei: ExpressionsInfo, cap: int | None = CAP, expr_cap: int = EXPR_CAP) -> Coverage:
     cov = Coverage(si)
     exprs = ei.by_id()
     if si.cexp_id not in exprs:
@@ -62,8 +62,8 @@ def cover(si: StarkInfo, ei: ExpressionsInfo, cap: int = CAP, expr_cap: int = EX
                         "only the everyRow zerofier")     # (names are JSON text: shown bounded)
         return cov
     qe = exprs[si.cexp_id]
-    if len(qe.code) > cap:
-        cov.air_skip = f"Q has {len(qe.code)} ops > CAP {cap}"
+    if cap is not None and len(qe.code) > cap:
+        cov.air_skip = f"Q has {len(qe.code)} ops > cap {cap} (the cap= / --cap limit)"
         return cov
     res = Resolver(si)
     q = lower(si, qe, extended=True, resolver=res)

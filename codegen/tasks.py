@@ -55,7 +55,7 @@ class Settings:
     pk: str | Path = SAMPLE
     build: str | Path | None = None
     arch: str = "auto"
-    cap: int = CAP
+    cap: int | None = CAP     # None: no limit on Q ops
     expr_cap: int = EXPR_CAP
     slots_cap: int = SLOTS_CAP
     chunk: int | None = None
@@ -76,7 +76,7 @@ class Settings:
             self.build = default_build_dir(self.pk)
         self.build = Path(os.path.abspath(os.path.expanduser(str(self.build))))
         for name in ("cap", "expr_cap", "slots_cap"):
-            if int(getattr(self, name)) <= 0:
+            if getattr(self, name) is not None and int(getattr(self, name)) <= 0:
                 raise ValueError(f"{name} must be a positive number of ops")
         if self.namespace and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*", self.namespace):
             raise ValueError(f"namespace {self.namespace!r}: letters, digits, _ . - only")

@@ -404,6 +404,18 @@ def test_source_hash() -> None:
 
 
 # ========================================================================= a 40,000-op Q
+def test_no_fixed_op_cap(tmp_path: Path) -> None:
+    """Issue #15: a Q of more than the original's 40,000-op CAP gets a kernel by default (chunking
+    builds any Q); a cap is only an explicit user knob."""
+    synth.build_large(tmp_path, 45000)
+    [p] = discover(tmp_path)
+    si, ei = load_air(p.starkinfo, p.expressions)
+    cov = cover(si, ei)
+    assert cov.air_skip == "" and len(cov.q.ops) > 40000
+    capped = cover(si, ei, cap=40000)
+    assert capped.air_skip == f"Q has {len(cov.q.ops)} ops > cap 40000 (the cap= / --cap limit)"
+
+
 def test_render_40000_op_q(tmp_path: Path, capsys) -> None:
     synth.build_large(tmp_path, 40000)
     [p] = discover(tmp_path)
