@@ -272,3 +272,16 @@ def read_so_identity(so: Path) -> tuple[str, str] | None:
     except OSError:
         return None
     return (m.group(1).decode(), m.group(2).decode()) if m else None
+
+
+def render_probe(ks: KernelSource, chunks: list[int]) -> dict[str, str]:
+    """One TU with only the given Q chunk kernels of `ks` (autotune compiles a few representative
+    chunks of a plan with many: their ptxas reports stand for the rest)."""
+    e = env()
+    ir, pl = ks.q, ks.plan
+    read = _read(ir)
+    body = [{"index": c, "lines": chunk_body(ir, pl, c, read), "last": c == pl.n_chunks - 1}
+            for c in sorted(set(chunks))]
+    return {f"{ks.key}_qprobe.cu": e.get_template("q_chunks.cu.j2").render(
+        key=ks.key, chunks=body, single=pl.n_chunks == 1, out=f"v{len(ir.ops) - 1}",
+        out_dim=ir.out_dim, header=COMMON_HEADER)}

@@ -361,7 +361,8 @@ def summary_rows(s: Settings, seconds: dict[str, float] | None = None,
         else:
             result, fail = "failed", "not built (an earlier stage failed or was interrupted)"
         rows.append({
-            "air": p.rel, "kernel": p.key, "q_ops": ir.get("q_ops", 0) if not skip else "",
+            "air": p.rel, "kernel": p.key,
+            "q_ops": man.get("q_ops", ir.get("q_ops", 0)) if not skip else "",   # after the IR passes
             "chunks": plan.get("chunks", ""), "slots": plan.get("slots", ""),
             "exprs": man.get("exprs", ""), "not_covered": len(ir.get("skipped_exprs", [])) if ir else "",
             "min_scratch": man.get("min_scratch", ""), "spill": objs.get("spill_bytes", ""),
@@ -385,7 +386,7 @@ def summary_rows(s: Settings, seconds: dict[str, float] | None = None,
     return rows
 
 
-LEGEND = ("Q ops: operations of the quotient (Q) expression; chunks: Q kernels it is cut into; "
+LEGEND = ("Q ops: operations of the quotient (Q) expression after the IR passes; chunks: Q kernels it is cut into; "
           "slots: scratch slots for values that cross a cut; exprs: trace-domain expressions with "
           "a kernel; not cov.: expressions left to the prover's interpreter; s: seconds this run "
           "spent on the AIR (its kernel's stages and its link; a kernel shared by AIRs counts for each)")

@@ -123,3 +123,31 @@ def test_autotune_large_sample_air_with_real_nvcc(tmp_path, monkeypatch):
     chosen = next(p for p in t["probes"] if p["ops_per_chunk"] == t["ops_per_chunk"])
     assert chosen["spills"] == 0 and max(chosen["regs"]) <= 255
     assert len(t["probes"]) <= 6
+
+
+# ------------------------------------------------------------------ representative probes (#15)
+def test_representative_chunks_and_filled_registers() -> None:
+    """A plan of many chunks is probed through PROBE_SAMPLE representatives (the highest estimated
+    registers, and the last chunk); the others get their estimate scaled by the largest measured /
+    estimated ratio."""
+    from codegen.build.actions import PROBE_SAMPLE, fill_unprobed, representatives
+    from codegen.build.autotune import chunk_pressure, estimate_regs
+    from codegen.ir import KernelIR, Leaf, Op, Val
+    ops = [Op("mul", "11", Leaf("cm", 1, stage=1, col=0), Leaf("cm", 1, stage=1, col=1), 1)]
+    for i in range(1, 200):
+        ops.append(Op("add" if i % 3 else "mul", "11", Val(i - 1, 1), Leaf("cm", 1, stage=1, col=i % 7), 1))
+    ir = KernelIR(1, True, tuple(ops))
+    small = plan(ir, 64)                      # 4 chunks: all compiled
+    assert representatives(ir, small) == [0, 1, 2, 3]
+    big = plan(ir, 16)                        # 13 chunks: 4 compiled
+    reps = representatives(ir, big)
+    assert len(reps) == PROBE_SAMPLE and reps[-1] == big.n_chunks - 1
+    est = [estimate_regs(w, e - s) for w, (s, e) in zip(chunk_pressure(ir, big), big.chunks)]
+    assert all(est[c] >= est[o] for c in reps[:-1] for o in range(big.n_chunks) if o not in reps)
+    measured = [0] * big.n_chunks
+    for c in reps:
+        measured[c] = 2 * est[c]              # ptxas said twice the estimate
+    filled = fill_unprobed(ir, big, measured, reps)
+    assert [filled[c] for c in reps] == [2 * est[c] for c in reps]
+    assert all(filled[c] == min(255, 2 * est[c]) for c in range(big.n_chunks))
+    assert fill_unprobed(ir, small, [40, 41, 42, 43], [0, 1, 2, 3]) == [40, 41, 42, 43]

@@ -24,11 +24,13 @@ from pathlib import Path
 
 from codegen import EMITTER_VERSION
 from codegen.build import toolchain as tc
-from codegen.build.autotune import MAX_PROBES, TuneResult, estimated_choice, tune, tune_arch
+from codegen.build.autotune import (MAX_PROBES, MAX_REGS, TuneResult, chunk_pressure, estimate_regs,
+                                     estimated_choice, tune, tune_arch)
 from codegen.build.cache import ObjectCache, atomic_write
 from codegen.build.heartbeat import Heartbeat
-from codegen.emit import COMMON_HEADER, TEMPLATES, KernelSource, render, source_hash
+from codegen.emit import COMMON_HEADER, TEMPLATES, KernelSource, render, render_probe, source_hash
 from codegen.coverage import CAP, EXPR_CAP, SLOTS_CAP, Coverage, cover, coverage_from_json, coverage_to_json
+from codegen.ir import KernelIR
 from codegen.model import ModelError, load_air
 from codegen.plan import Plan, plan
 
@@ -177,6 +179,32 @@ def chunk_stats(key: str, pl: Plan, reports: list[dict]) -> tuple[list[int], int
     return regs, spills
 
 
+#: a plan of more chunk kernels than this is probed through PROBE_SAMPLE representatives
+PROBE_SAMPLE = 4
+
+
+def representatives(q: KernelIR, pl: Plan) -> list[int]:
+    """The chunks a probe compiles: all of a small plan; of a large one, the PROBE_SAMPLE - 1
+    with the highest estimated registers (live words and ops: autotune.estimate_regs) and the
+    last one (it writes q). Compiling ~4 chunks instead of a hundred is what makes the tune of a
+    large Q cost a few seconds (issue #15)."""
+    if pl.n_chunks <= PROBE_SAMPLE + 2:
+        return list(range(pl.n_chunks))
+    est = [estimate_regs(w, e - s) for w, (s, e) in zip(chunk_pressure(q, pl), pl.chunks)]
+    top = sorted(range(pl.n_chunks), key=lambda c: (-est[c], c))[:PROBE_SAMPLE - 1]
+    return sorted(set(top) | {pl.n_chunks - 1})
+
+
+def fill_unprobed(q: KernelIR, pl: Plan, regs: list[int], probed: list[int]) -> list[int]:
+    """Registers of the chunks a probe did not compile: their estimate scaled by the largest
+    measured / estimated ratio of the probed ones (so an estimate errs high, not low)."""
+    if len(probed) == pl.n_chunks:
+        return regs
+    est = [estimate_regs(w, e - s) for w, (s, e) in zip(chunk_pressure(q, pl), pl.chunks)]
+    k = max(regs[c] / est[c] for c in probed if est[c] > 0)
+    return [regs[c] if c in probed else min(MAX_REGS, round(est[c] * k)) for c in range(pl.n_chunks)]
+
+
 def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], chunk: int | None,
              slots_cap: int = SLOTS_CAP, launcher: list[str] | None = None) -> bool:
     """Choose the chunking of Q. Probes compile for ONE arch (`tune_arch`): the choice is then
@@ -208,19 +236,28 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
             opts = compile_options([arch])
             n_probed = [0]
             with Heartbeat(f"tune {key} ({len(q.ops)} Q ops, sm_{arch})") as hb:
+                sampled: dict[int, list[int]] = {}
+
                 def compile_plan(pl: Plan) -> tuple[list[int], int]:
                     n_probed[0] += 1
-                    hb.status(f"probe {n_probed[0]} of at most {MAX_PROBES} "
-                              f"(chunk {pl.ops_per_chunk or 'single'}: {pl.n_chunks} kernels)")
                     ks = KernelSource(key, q, pl, [], "0" * 64)
-                    files = {n: t for n, t in render(ks).items() if "_q" in n[len(key):]}
+                    reps = representatives(ks.q, ks.plan)
+                    hb.status(f"probe {n_probed[0]} of at most {MAX_PROBES} (chunk "
+                              f"{pl.ops_per_chunk or 'single'}: {len(reps)} of {ks.plan.n_chunks} kernels)")
+                    if len(reps) < ks.plan.n_chunks:
+                        files = render_probe(ks, reps)
+                        sampled[pl.ops_per_chunk] = reps
+                    else:
+                        files = {n: t for n, t in render(ks).items() if "_q" in n[len(key):]}
                     sub = Path(work_dir) / f"probe_{pl.ops_per_chunk}"
                     tus = stage_sources(files, sub)
                     got = compile_tus(tus, sub / "obj", opts, cache, launcher)
-                    return chunk_stats(key, pl, [r for _, r, _ in got.values()])
+                    regs, spills = chunk_stats(key, ks.plan, [r for _, r, _ in got.values()])
+                    return fill_unprobed(ks.q, ks.plan, regs, reps), spills
 
                 res = tune(q, compile_plan, slots_cap=slots_cap)
                 res.arch = arch
+                doc["sampled"] = {str(k): v for k, v in sorted(sampled.items())}
             shutil.rmtree(work_dir, ignore_errors=True)
         doc.update(res.to_json())
         _write_json(Path(out), doc)
@@ -249,10 +286,13 @@ def act_emit(key: str, ir_json: str, tune_json: str, src_dir: str, manifest: str
             assert cov.q is not None
             pl = plan(cov.q, int(t["ops_per_chunk"]))
             sh = source_hash(content, settings)
-            files = render(KernelSource(key, cov.q, pl, cov.exprs, sh))
+            ks = KernelSource(key, cov.q, pl, cov.exprs, sh)
+            files = render(ks)
+            pl = ks.plan          # after the IR passes: what the .so runs (chunks, slots, scratch)
             stage_sources(files, src)
             doc.update({"files": {n: hashlib.sha256(x.encode()).hexdigest() for n, x in sorted(files.items())},
-                        "source_hash": sh, "plan": pl.summary(), "q_ops": len(cov.q.ops),
+                        "source_hash": sh, "plan": pl.summary(), "q_ops": len(ks.q.ops),
+                        "q_ops_in": len(cov.q.ops),
                         "exprs": len(cov.exprs), "min_scratch": pl.min_scratch})
             keep = set(files) | {COMMON_HEADER}
         else:

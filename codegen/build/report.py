@@ -8,7 +8,8 @@ report.json, format 1:
      "totals": {"airs", "kernels_generated", "compiled", "placed", "skipped", "failed",
                 "tus", "cache_hits": int},
      "airs": [{"air", "kernel", "result", "reason": str, "seconds": float}],
-     "kernels": [{"key": str, "airs": [str], "q_ops": int, "exprs": int, "not_covered": int,
+     "kernels": [{"key": str, "airs": [str], "q_ops": int (after the IR passes), "q_ops_in": int,
+                  "exprs": int, "not_covered": int,
                   "chunks": int, "slots": int, "min_scratch": int,
                   "chunking": {"how": "probed" | "fixed" | "estimated", "arch": int | null,
                                "ops_per_chunk": int},
@@ -67,7 +68,8 @@ def collect(s, rows: list[dict], seconds: dict[str, float] | None = None,
         plan = man.get("plan", {})
         n_chunks = int(plan.get("chunks", 0) or 0)
         ks.append({
-            "key": key, "airs": [p.rel for p in ps], "q_ops": int(ir.get("q_ops", 0) or 0),
+            "key": key, "airs": [p.rel for p in ps],
+            "q_ops": int(man.get("q_ops", ir.get("q_ops", 0)) or 0), "q_ops_in": int(ir.get("q_ops", 0) or 0),
             "exprs": int(man.get("exprs", 0) or 0), "not_covered": len(ir.get("skipped_exprs", [])),
             "chunks": n_chunks, "slots": int(plan.get("slots", 0) or 0),
             "min_scratch": int(man.get("min_scratch", 0) or 0),
