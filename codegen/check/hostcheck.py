@@ -56,23 +56,72 @@ class HostBuildError(RuntimeError):
     pass
 
 
-def build_host_library(files: dict[str, str], workdir: Path, cxx: str | None = None) -> Path:
-    """Write the TUs and compile them with g++ into one shared library."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(TEMPLATES / COMMON_HEADER, workdir / COMMON_HEADER)
-    srcs = []
-    for name, text in files.items():
-        (workdir / name).write_text(text)
-        srcs.append(str(workdir / name))
-    out = workdir / "hostcheck.so"
-    cxx = cxx or _knobs.read().cxx
-    argv = [cxx, "-std=c++17", "-O1", "-fPIC", "-shared", "-Wall", "-Wextra", "-fvisibility=hidden",
-            "-I", str(workdir), "-x", "c++", *srcs, "-o", str(out)]
+HOST_FLAGS = ("-std=c++17", "-fPIC", "-Wall", "-Wextra", "-fvisibility=hidden")
+#: TUs with more generated lines than this compile at -O0: the host check tests semantics, not
+#: speed, and g++ -O1 on a 100,000-op straight-line function takes minutes (issue #15)
+O0_LINES = 20000
+
+
+def _host_object(cxx: str, src: Path, workdir: Path, header_digest: str) -> Path:
+    """One TU -> object, through a content cache (TU text, header, compiler identity, flags)."""
+    import hashlib
+    text = src.read_bytes()
+    opt = "-O0" if text.count(b"\n") > O0_LINES else "-O1"
+    flags = [*HOST_FLAGS, opt]
+    ident = _cxx_identity(cxx)
+    key = hashlib.sha256(b"\0".join([text, header_digest.encode(), ident.encode(),
+                                      " ".join(flags).encode()])).hexdigest()
+    root = _knobs.read().cache_dir or Path("~/.cache/exps-codegen").expanduser()
+    cached = root / "host" / key[:2] / f"{key}.o"
+    obj = workdir / (src.stem + ".o")
+    if cached.is_file():
+        shutil.copyfile(cached, obj)
+        return obj
+    argv = [cxx, *flags, "-c", "-I", str(workdir), "-x", "c++", str(src), "-o", str(obj)]
     p = subprocess.run(argv, capture_output=True, text=True)
     if p.returncode != 0:
         raise HostBuildError(f"host build failed ({' '.join(argv)}):\n{p.stderr[-4000:]}")
     if p.stderr.strip():
         raise HostBuildError(f"host build warnings:\n{p.stderr[-4000:]}")
+    try:
+        from codegen.build.fsutil import atomic_write
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(cached, obj.read_bytes())
+    except OSError:
+        pass                       # a cache is an optimization
+    return obj
+
+
+_CXX_IDS: dict[str, str] = {}
+
+
+def _cxx_identity(cxx: str) -> str:
+    if cxx not in _CXX_IDS:
+        p = subprocess.run([cxx, "--version"], capture_output=True, text=True)
+        _CXX_IDS[cxx] = p.stdout.strip() or cxx
+    return _CXX_IDS[cxx]
+
+
+def build_host_library(files: dict[str, str], workdir: Path, cxx: str | None = None) -> Path:
+    """Write the TUs and compile them with g++ into one shared library: each TU on its own (in
+    parallel, one per core) through a content cache, then one link. Any warning fails."""
+    from concurrent.futures import ThreadPoolExecutor
+    import hashlib
+    workdir.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(TEMPLATES / COMMON_HEADER, workdir / COMMON_HEADER)
+    header_digest = hashlib.sha256((TEMPLATES / COMMON_HEADER).read_bytes()).hexdigest()
+    srcs = []
+    for name, text in files.items():
+        (workdir / name).write_text(text)
+        srcs.append(workdir / name)
+    out = workdir / "hostcheck.so"
+    cxx = cxx or _knobs.read().cxx
+    with ThreadPoolExecutor(max(1, min(len(srcs), os.cpu_count() or 1))) as ex:
+        objs = list(ex.map(lambda s: _host_object(cxx, s, workdir, header_digest), srcs))
+    argv = [cxx, "-shared", "-fPIC", *map(str, objs), "-o", str(out)]
+    p = subprocess.run(argv, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise HostBuildError(f"host link failed ({' '.join(argv)}):\n{p.stderr[-4000:]}")
     return out
 
 
