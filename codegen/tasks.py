@@ -27,8 +27,8 @@ from codegen import EMITTER_VERSION
 from codegen.build import buildlock
 from codegen.build import knobs
 from codegen.build import procs
-from codegen.build import actions as B
-from codegen.build import toolchain as tc
+from codegen.build import actions
+from codegen.build import toolchain
 from codegen.discover import Placement, discover, kernels, scan, shown
 from codegen.emit import COMMON_HEADER, TEMPLATES
 from codegen.coverage import CAP, EXPR_CAP, SLOTS_CAP
@@ -101,8 +101,8 @@ class Settings:
         reason; the front ends refuse a build without nvcc before anything runs)."""
         if self._archs is None:
             try:
-                self._archs = tc.resolve_archs(self.arch, tc.find_nvcc())
-            except tc.ToolchainError as e:
+                self._archs = toolchain.resolve_archs(self.arch, toolchain.find_nvcc())
+            except toolchain.ToolchainError as e:
                 log.debug("no toolchain: %s", e)
                 self._archs = []
         return self._archs
@@ -110,8 +110,8 @@ class Settings:
     def nvcc_text(self) -> str:
         if self._nvcc_text is None:
             try:
-                self._nvcc_text = tc.nvcc_version(tc.find_nvcc()).text
-            except tc.ToolchainError:
+                self._nvcc_text = toolchain.nvcc_version(toolchain.find_nvcc()).text
+            except toolchain.ToolchainError:
                 self._nvcc_text = "absent"
         return self._nvcc_text
 
@@ -151,39 +151,39 @@ def _templates() -> list[str]:
 
 def _need_toolchain(s: Settings) -> None:
     if not s.archs():
-        tc.find_nvcc()   # raises the ToolchainError that says what to install
-        raise tc.ToolchainError(f"no usable GPU arch for spec {s.arch!r}")
+        toolchain.find_nvcc()   # raises the ToolchainError that says what to install
+        raise toolchain.ToolchainError(f"no usable GPU arch for spec {s.arch!r}")
 
 
 def _tune_action(s: Settings, key, ir_json, out, work, emit_only=False):
     if not emit_only:
         try:
             _need_toolchain(s)
-        except tc.ToolchainError as e:
+        except toolchain.ToolchainError as e:
             log.error("tune %s: %s", key, e)
             return False
-    return B.act_tune(key, ir_json, out, work, s.archs(), s.chunk, s.slots_cap, s.launcher_argv())
+    return actions.act_tune(key, ir_json, out, work, s.archs(), s.chunk, s.slots_cap, s.launcher_argv())
 
 
 def _cc_action(s: Settings, key, manifest, obj_dir, out, so_paths, airs):
-    m = B.read_json(Path(manifest))
+    m = actions.read_json(Path(manifest))
     if m is not None and not m.get("skip"):
         try:
             _need_toolchain(s)
-        except tc.ToolchainError as e:
+        except toolchain.ToolchainError as e:
             log.error("cc %s: %s", key, e)
             return False
-    return B.act_cc(key, manifest, obj_dir, out, s.archs(), so_paths, airs, s.launcher_argv(),
+    return actions.act_cc(key, manifest, obj_dir, out, s.archs(), so_paths, airs, s.launcher_argv(),
                     s.compile_timeout)
 
 
 def _link_action(s: Settings, rel, objs_json, so_path, stamp):
-    return B.act_link(rel, objs_json, so_path, stamp, s.archs(), s.launcher_argv(), s.compile_timeout)
+    return actions.act_link(rel, objs_json, so_path, stamp, s.archs(), s.launcher_argv(), s.compile_timeout)
 
 
 def _clean_so(so_path: str, stamp: str, dryrun: bool = False) -> None:
     """Remove a `.so` only if our link made it (its stamp says placed)."""
-    st = B.read_json(Path(stamp))
+    st = actions.read_json(Path(stamp))
     if st and st.get("so") and Path(so_path).exists():
         print(f"{'would remove' if dryrun else 'removed'} {so_path}")
         if not dryrun:
@@ -228,7 +228,7 @@ def exps_tasks(s: Settings, emit_only: bool = False):
     if not emit_only:
         for b in sc.broken:
             yield {"basename": s.stage("gone"), "name": orphan_name(b), "doc": b.reason,
-                   "actions": [(B.act_remove_orphan, [str(b.so_path), b.reason])],
+                   "actions": [(actions.act_remove_orphan, [str(b.so_path), b.reason])],
                    "uptodate": [(_absent, [str(b.so_path)])], "verbosity": 2}
     for key, ps in sorted(kmap.items()):
         kd = _kdir(s, key)
@@ -241,7 +241,7 @@ def exps_tasks(s: Settings, emit_only: bool = False):
             yield _bad_air_task(s, key, first, ir_json, so_paths, emit_only)
         else:
             yield {"basename": s.stage("ir"), "name": key, "doc": f"{key}: {', '.join(airs)}",
-                   "actions": [(B.act_ir, [key, str(first.starkinfo), str(first.expressions),
+                   "actions": [(actions.act_ir, [key, str(first.starkinfo), str(first.expressions),
                                            str(ir_json), so_paths, s.cap, s.expr_cap, not emit_only])],
                    "file_dep": [str(first.starkinfo), str(first.expressions)],
                    "targets": [str(ir_json)], "uptodate": [config_changed(cfg_ir)], "clean": True}
@@ -253,7 +253,7 @@ def exps_tasks(s: Settings, emit_only: bool = False):
                    "emitter": EMITTER_VERSION, "chunk": s.chunk, "slots_cap": s.slots_cap,
                    "archs": s.archs(), "nvcc": s.nvcc_text()})], "clean": True}
         yield {"basename": s.stage("emit"), "name": key,
-               "actions": [(B.act_emit, [key, str(ir_json), str(tune_json), str(kd / "src"),
+               "actions": [(actions.act_emit, [key, str(ir_json), str(tune_json), str(kd / "src"),
                                          str(manifest), first.content, s.hashed()])],
                "file_dep": [str(ir_json), str(tune_json), *tmpl], "targets": [str(manifest)],
                "uptodate": [config_changed({"emitter": EMITTER_VERSION, **s.hashed()})],
@@ -264,14 +264,14 @@ def exps_tasks(s: Settings, emit_only: bool = False):
                "actions": [(_cc_action, [s, key, str(manifest), str(kd / "obj"), str(objs), so_paths, airs])],
                "file_dep": [str(manifest), str(TEMPLATES / COMMON_HEADER)], "targets": [str(objs)],
                "uptodate": [lazy_config_changed(lambda: {"archs": s.archs(), "nvcc": s.nvcc_text(),
-                                                         "flags": " ".join(B.HIDDEN)})],
+                                                         "flags": " ".join(actions.HIDDEN)})],
                "clean": [(_rm_tree, [str(kd / "obj")]), (_rm_file, [str(objs)])]}
         for p in ps:
             stamp = stamp_path(s, p)
             yield {"basename": s.stage("link"), "name": p.rel, "doc": f"{p.so_path}",
                    "actions": [(_link_action, [s, p.rel, str(objs), str(p.so_path), str(stamp)])],
                    "file_dep": [str(objs)], "targets": [str(stamp)],
-                   "uptodate": [(B.link_uptodate, [str(stamp), str(p.so_path)])],
+                   "uptodate": [(actions.link_uptodate, [str(stamp), str(p.so_path)])],
                    "clean": [(_clean_so, [str(p.so_path), str(stamp)])]}
 
 
@@ -289,11 +289,11 @@ def _write_skip(key: str, out: str, reason: str, so_paths: list[str], remove_sta
     for `doit emit`, which leaves the provingKey alone), then the skip is recorded."""
     if remove_stale:
         try:
-            B.remove_so(so_paths)
+            actions.remove_so(so_paths)
         except OSError as e:
             log.error("%s: cannot remove the stale .so: %s", key, e)
             return False
-    B._write_json(Path(out), {"format": B.FORMAT, "key": key, "air_skip": f"bad input: {reason}",
+    actions._write_json(Path(out), {"format": actions.FORMAT, "key": key, "air_skip": f"bad input: {reason}",
                               "q": None, "exprs": [], "skipped_exprs": [], "q_ops": 0})
     return True
 
@@ -328,9 +328,9 @@ def unlock_build(s: Settings) -> None:
 # --------------------------------------------------------------------------------- reporting
 def _stage_files(s: Settings, p: Placement) -> tuple[dict, dict, dict, dict, dict]:
     kd = _kdir(s, p.key)
-    return (B.read_json(kd / "ir.json") or {}, B.read_json(kd / "tune.json") or {},
-            B.read_json(kd / "manifest.json") or {}, B.read_json(kd / "objs.json") or {},
-            B.read_json(stamp_path(s, p)) or {})
+    return (actions.read_json(kd / "ir.json") or {}, actions.read_json(kd / "tune.json") or {},
+            actions.read_json(kd / "manifest.json") or {}, actions.read_json(kd / "objs.json") or {},
+            actions.read_json(stamp_path(s, p)) or {})
 
 
 def summary_rows(s: Settings, seconds: dict[str, float] | None = None,

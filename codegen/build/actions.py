@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from codegen import EMITTER_VERSION
-from codegen.build import toolchain as tc
+from codegen.build import toolchain
 from codegen.build.autotune import (MAX_PROBES, MAX_REGS, TuneResult, chunk_pressure, estimate_regs,
                                      estimated_choice, tune, tune_arch)
 from codegen.build.cache import ObjectCache, atomic_write
@@ -129,8 +129,8 @@ def load_coverage(ir_json: str) -> tuple[dict, Coverage]:
 
 
 # --------------------------------------------------------------------------------------- tune
-def compile_options(archs: list[int]) -> tc.CompileOptions:
-    return tc.CompileOptions(tuple(archs), extra_flags=HIDDEN)
+def compile_options(archs: list[int]) -> toolchain.CompileOptions:
+    return toolchain.CompileOptions(tuple(archs), extra_flags=HIDDEN)
 
 
 def stage_sources(files: dict[str, str], src_dir: Path) -> list[Path]:
@@ -150,7 +150,7 @@ def stage_sources(files: dict[str, str], src_dir: Path) -> list[Path]:
     return out
 
 
-def compile_tus(tus: list[Path], obj_dir: Path, opts: tc.CompileOptions, cache: ObjectCache,
+def compile_tus(tus: list[Path], obj_dir: Path, opts: toolchain.CompileOptions, cache: ObjectCache,
                 launcher: list[str] | None, jobs: int = 0, timeout_s: float | None = None) -> dict:
     """Compile TUs through the object cache in parallel; {tu name: (obj path, report, hit)}."""
     obj_dir.mkdir(parents=True, exist_ok=True)
@@ -261,7 +261,7 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
             shutil.rmtree(work_dir, ignore_errors=True)
         doc.update(res.to_json())
         _write_json(Path(out), doc)
-    except tc.CompileError as e:
+    except toolchain.CompileError as e:
         log.error("autotune of kernel %s failed: %s", key, _why(e))
         return False
     except OSError as e:   # disk full, no permission: this kernel fails, the others go on
@@ -311,7 +311,7 @@ def act_emit(key: str, ir_json: str, tune_json: str, src_dir: str, manifest: str
 # ----------------------------------------------------------------------------------------- cc
 def _why(e: Exception) -> str:
     """A tool failure for the log: what happened (failed / timed out / OSError), then the repro."""
-    if isinstance(e, tc.CompileError):
+    if isinstance(e, toolchain.CompileError):
         return f"{str(e).splitlines()[0]}\n{e.dump(False)}"
     if isinstance(e, OSError):
         return _oserr(e)
@@ -343,9 +343,9 @@ def act_cc(key: str, manifest: str, obj_dir: str, out: str, archs: list[int], so
             doc["objects"] = [got[t.name][0] for t in tus]
             doc["reports"] = {t.name: got[t.name][1] for t in tus}
             doc["hits"] = sum(1 for t in tus if got[t.name][2])
-            doc["spill_bytes"] = sum(tc.spill_bytes(r) for r in doc["reports"].values())
+            doc["spill_bytes"] = sum(toolchain.spill_bytes(r) for r in doc["reports"].values())
         _write_json(Path(out), doc)
-    except (tc.CompileError, OSError) as e:   # nvcc failed/crashed/timed out; disk full
+    except (toolchain.CompileError, OSError) as e:   # nvcc failed/crashed/timed out; disk full
         log.error("compile of kernel %s (AIRs: %s) failed: %s", key, ", ".join(airs), _why(e))
         return False
     return True
@@ -372,7 +372,7 @@ def act_link(rel: str, objs_json: str, so_path: str, stamp: str, archs: list[int
         st = so.stat()
         _write_json(Path(stamp), {"format": FORMAT, "air": rel, "skip": "", "so": str(so),
                                   "size": st.st_size, "mtime_ns": st.st_mtime_ns})
-    except (tc.CompileError, OSError) as e:   # nvcc failed; disk full; no permission
+    except (toolchain.CompileError, OSError) as e:   # nvcc failed; disk full; no permission
         for p in (Path(stamp), so):           # reported failed: no .so (the summary = the disk)
             try:
                 p.unlink(missing_ok=True)
@@ -383,23 +383,23 @@ def act_link(rel: str, objs_json: str, so_path: str, stamp: str, archs: list[int
     return True
 
 
-def link_cached(objs: list[Path], so: Path, opts: tc.CompileOptions, launcher, timeout_s) -> bool:
+def link_cached(objs: list[Path], so: Path, opts: toolchain.CompileOptions, launcher, timeout_s) -> bool:
     """Link through the object cache: key = the objects' digests, nvcc version, link flags. A
     rebuild into an empty build dir with a warm cache then runs no nvcc at all. Returns hit.
     `EXPS_LINK_CACHE=0` links every time (the tests that count linker runs set it)."""
-    if not tc.knobs().link_cache:
-        tc.link_shared(objs, so, opts, launcher=launcher, timeout_s=timeout_s)
+    if not toolchain.knobs().link_cache:
+        toolchain.link_shared(objs, so, opts, launcher=launcher, timeout_s=timeout_s)
         return False
     cache = ObjectCache()
     digests = "\n".join(hashlib.sha256(Path(x).read_bytes()).hexdigest() for x in objs)
-    key = cache.key("link\n" + digests, {}, tc.nvcc_version(tc.find_nvcc()).text,
-                    ["-shared", "-cudart", "static", *tc.gencode_flags(opts.archs)], tc.knobs().keyed_env)
+    key = cache.key("link\n" + digests, {}, toolchain.nvcc_version(toolchain.find_nvcc()).text,
+                    ["-shared", "-cudart", "static", *toolchain.gencode_flags(opts.archs)], toolchain.knobs().keyed_env)
     got = cache.get(key)
     if got is not None:
         so.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(so, got[0])
         return True
-    tc.link_shared(objs, so, opts, launcher=launcher, timeout_s=timeout_s)
+    toolchain.link_shared(objs, so, opts, launcher=launcher, timeout_s=timeout_s)
     try:    # the .so is placed: a full or read-only cache is a warning (ObjectCache.put), not a failure
         cache.put(key, so.read_bytes(), {})
     except OSError as e:

@@ -14,7 +14,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from codegen.build import actions as B
+from codegen.build import actions
 from codegen.build import knobs
 from codegen.build import preflight
 from codegen.build import procs
@@ -133,7 +133,7 @@ def clean_build(s: Settings, out=None, dryrun: bool = False) -> list[str]:
     lock_build(s)
     try:
         for stamp in sorted((b / "link").rglob("*.json")) if (b / "link").is_dir() else []:
-            st = B.read_json(stamp)
+            st = actions.read_json(stamp)
             so = Path(st["so"]) if st and st.get("so") else None
             if so is not None and so.is_file() and read_so_identity(so) is not None:
                 if not dryrun:

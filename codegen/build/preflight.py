@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from codegen.build import knobs
-from codegen.build import toolchain as tc
+from codegen.build import toolchain
 from codegen.discover import UnusableKeyError, scan, shown
 
 EXIT_USAGE = 2
@@ -63,20 +63,20 @@ def check_key(pk) -> int:
 def check_toolchain(arch: str) -> tuple[list[int], str]:
     """nvcc is there and the arch spec names archs it supports; returns (archs, a note or "")."""
     try:
-        nvcc = tc.find_nvcc()
-    except tc.ToolchainError as e:
+        nvcc = toolchain.find_nvcc()
+    except toolchain.ToolchainError as e:
         raise UserError(str(e)) from None
     try:
-        supported = tc.supported_archs(nvcc)
-        archs = tc.resolve_archs(arch, nvcc)
-    except tc.ToolchainError as e:
+        supported = toolchain.supported_archs(nvcc)
+        archs = toolchain.resolve_archs(arch, nvcc)
+    except toolchain.ToolchainError as e:
         msg = str(e).splitlines()[0]
         if "supported:" not in msg:
             msg += f" (this nvcc supports: {', '.join(map(str, supported))})"
         raise UserError(f"arch={arch}: {msg}") from None
     note = ""
-    if arch.strip().lower() == "auto" and not tc.detect_gpu_archs():
-        note = "exps-codegen: " + tc.NO_GPU_NOTE
+    if arch.strip().lower() == "auto" and not toolchain.detect_gpu_archs():
+        note = "exps-codegen: " + toolchain.NO_GPU_NOTE
     return archs, note
 
 
