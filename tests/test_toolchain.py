@@ -351,3 +351,12 @@ def test_ccache_launcher_hits(tmp_path, nvcc, monkeypatch):
     assert hits == 1 and int(counters["cache_miss"]) == 1
     assert (tmp_path / "a.o").read_bytes() == (tmp_path / "b.o").read_bytes()
     assert second.report == first.report and set(second.report["k"]) == {"sm_89", "sm_90"}
+
+
+def test_device_only_options_for_probes():
+    """Autotune probes compile device code only (-cubin, one arch): no host pass, no fatbinary."""
+    o = tc.CompileOptions((90,), extra_flags=("-Xcompiler", "-fvisibility=hidden"), device_only=True)
+    assert o.flags() == ["-cubin", *tc.BASE_FLAGS, "-arch=sm_90", "-Xcompiler", "-fvisibility=hidden"]
+    assert o.key() != tc.CompileOptions((90,), extra_flags=("-Xcompiler", "-fvisibility=hidden")).key()
+    with pytest.raises(tc.ToolchainError):
+        tc.CompileOptions((80, 90), device_only=True)

@@ -233,7 +233,7 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
         else:
             cache = ObjectCache()
             arch = tune_arch(archs)
-            opts = compile_options([arch])
+            opts = toolchain.CompileOptions((arch,), extra_flags=HIDDEN, device_only=True)
             n_probed = [0]
             with Heartbeat(f"tune {key} ({len(q.ops)} Q ops, sm_{arch})") as hb:
                 sampled: dict[int, list[int]] = {}

@@ -273,6 +273,9 @@ class CompileOptions:
     archs: tuple[int, ...]
     extra_flags: tuple[str, ...] = ()
     maxrregcount: int | None = None
+    #: `nvcc -cubin` for one arch: device code only (cicc + ptxas, no host pass, no fatbinary);
+    #: what an autotune probe needs (the ptxas report), at about half the cost of `-c` on a small TU
+    device_only: bool = False
 
     def __post_init__(self) -> None:
         if not self.archs:
@@ -280,11 +283,17 @@ class CompileOptions:
         if self.maxrregcount is not None and self.maxrregcount <= 0:
             raise ToolchainError(f"maxrregcount must be positive, got {self.maxrregcount}")
         object.__setattr__(self, "archs", tuple(sorted(set(int(a) for a in self.archs))))
+        if self.device_only and len(self.archs) != 1:
+            raise ToolchainError("a device-only (-cubin) compile targets exactly one arch")
         object.__setattr__(self, "extra_flags", tuple(self.extra_flags))
 
     def flags(self) -> list[str]:
-        """The full ordered nvcc flag list (no ``-c``, ``-I``, input or output)."""
-        out = [*BASE_FLAGS, *gencode_flags(self.archs)]
+        """The full ordered nvcc flag list (no ``-c``, ``-I``, input or output; ``-cubin`` and
+        ``-arch`` for a device-only compile)."""
+        if self.device_only:
+            out = ["-cubin", *BASE_FLAGS, f"-arch=sm_{self.archs[0]}"]
+        else:
+            out = [*BASE_FLAGS, *gencode_flags(self.archs)]
         if self.maxrregcount is not None:
             out += ["-maxrregcount", str(self.maxrregcount)]
         return out + list(self.extra_flags)
@@ -600,7 +609,7 @@ def compile_object(tu_path: Path, out_obj: Path, opts: CompileOptions, *,
             _mirror_dir(target, os.path.join(work, name), tu_name if name == "src" else None)
         real = {f"src/{tu_name}": str(tu_path), out_name: str(out_obj),
                 **{name: str(target) for target, name in links.items()}}
-        argv = [*launcher, str(nvcc), "-c", *opts.flags(),
+        argv = [*launcher, str(nvcc), *([] if opts.device_only else ["-c"]), *opts.flags(),
                 *(f"-I{links[Path(d).resolve()]}" for d in include_dirs),
                 f"src/{tu_name}", "-o", out_name]
         text, secs = _run_nvcc("nvcc compile", argv, work, timeout_s, out_name, real, tu_path)
