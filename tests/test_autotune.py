@@ -151,3 +151,31 @@ def test_representative_chunks_and_filled_registers() -> None:
     assert [filled[c] for c in reps] == [2 * est[c] for c in reps]
     assert all(filled[c] == min(255, 2 * est[c]) for c in range(big.n_chunks))
     assert fill_unprobed(ir, small, [40, 41, 42, 43], [0, 1, 2, 3]) == [40, 41, 42, 43]
+
+
+@requires("nvcc")
+def test_large_plans_probe_device_code_of_representatives_only(tmp_path) -> None:
+    """The sample's Large (5,394 Q ops): every probe of a plan of more than PROBE_SAMPLE + 2
+    chunks compiles one TU of PROBE_SAMPLE chunk kernels with -cubin; tune.json records which."""
+    import os
+    from codegen.build.actions import PROBE_SAMPLE
+    rel = ROOT / "provingkey-sample/synth/Basic/airs/Large/air/Large"
+    log = tmp_path / "calls.log"
+    launcher = tmp_path / "count.sh"
+    launcher.write_text(f'#!/bin/sh\necho "$*" >> {log}\nexec "$@"\n')
+    launcher.chmod(0o755)
+    os.environ["EXPS_CACHE_DIR"] = str(tmp_path / "cache")
+    try:
+        act_ir("k", str(rel) + ".starkinfo.json", str(rel) + ".expressionsinfo.json", str(tmp_path / "ir.json"),
+               [], remove_stale=False)
+        assert act_tune("k", str(tmp_path / "ir.json"), str(tmp_path / "tune.json"), str(tmp_path / "w"), [90],
+                        None, launcher=[str(launcher)])
+    finally:
+        os.environ.pop("EXPS_CACHE_DIR")
+    t = json.loads((tmp_path / "tune.json").read_text())
+    calls = log.read_text().splitlines()
+    assert len(calls) == len(t["probes"]) >= 2
+    assert all(" -cubin " in c and "-arch=sm_90" in c and "k_qprobe.cu" in c for c in calls), calls
+    assert set(t["sampled"]) == {str(p["ops_per_chunk"]) for p in t["probes"]}
+    assert all(len(v) == PROBE_SAMPLE for v in t["sampled"].values())
+    assert t["ops_per_chunk"] in {p["ops_per_chunk"] for p in t["probes"] if p["spills"] == 0}

@@ -233,7 +233,11 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
         else:
             cache = ObjectCache()
             arch = tune_arch(archs)
-            opts = toolchain.CompileOptions((arch,), extra_flags=HIDDEN, device_only=True)
+            # a probe of every chunk compiles as cc would for this arch (the winner's objects are
+            # then reused when it is the only target); a probe of a few representatives needs only
+            # their ptxas report: device code only (-cubin), about half the CPU of a small `-c`
+            opts_full = compile_options([arch])
+            opts_dev = toolchain.CompileOptions((arch,), extra_flags=HIDDEN, device_only=True)
             n_probed = [0]
             with Heartbeat(f"tune {key} ({len(q.ops)} Q ops, sm_{arch})") as hb:
                 sampled: dict[int, list[int]] = {}
@@ -245,10 +249,11 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
                     hb.status(f"probe {n_probed[0]} of at most {MAX_PROBES} (chunk "
                               f"{pl.ops_per_chunk or 'single'}: {len(reps)} of {ks.plan.n_chunks} kernels)")
                     if len(reps) < ks.plan.n_chunks:
-                        files = render_probe(ks, reps)
+                        files, opts = render_probe(ks, reps), opts_dev
                         sampled[pl.ops_per_chunk] = reps
                     else:
                         files = {n: t for n, t in render(ks).items() if "_q" in n[len(key):]}
+                        opts = opts_full
                     sub = Path(work_dir) / f"probe_{pl.ops_per_chunk}"
                     tus = stage_sources(files, sub)
                     got = compile_tus(tus, sub / "obj", opts, cache, launcher)
