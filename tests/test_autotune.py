@@ -82,11 +82,25 @@ def test_floor_spills_skips_with_reason():
 
 
 def test_slots_cap_skips():
-    q = q_of(LARGE)
+    q = q_of(MEDIUM)
     # the single kernel spills, every chunking needs more than one scratch slot
     res = at.tune(q, fake_compiler(lambda n: 400 if n == len(q.ops) else 60), slots_cap=1)
     assert res.ops_per_chunk == 0
     assert "still spills" in res.skip and "SLOTS_CAP 1" in res.skip
+
+
+def test_no_single_kernel_for_a_huge_q():
+    """Issue #15: above MAX_SINGLE_OPS ops one kernel is never tried (nvcc time grows faster than
+    linearly), even when every chunking spills."""
+    assert 0 in at.candidates(at.MAX_SINGLE_OPS) and 0 not in at.candidates(at.MAX_SINGLE_OPS + 1)
+    q = q_of(LARGE)
+    seen = []
+
+    def comp(pl):
+        seen.append(pl.ops_per_chunk)
+        return [300] * pl.n_chunks, 64          # everything spills
+    res = at.tune(q, comp)
+    assert 0 not in seen and at.FLOOR in seen and res.skip.startswith("still spills")
 
 
 def test_small_air_single_kernel_candidates():

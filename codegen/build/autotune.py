@@ -162,9 +162,15 @@ def tune_arch(archs: list[int]) -> int:
 Compiler = Callable[[Plan], tuple[list[int], int]]
 
 
+#: a Q of more ops than this is never tried as one kernel: nvcc's time on one straight-line
+#: function grows faster than linearly (a 100,000-op kernel kept cicc busy for minutes), and such a
+#: kernel would spill anyway; chunks keep the build linear in ops (issue #15)
+MAX_SINGLE_OPS = 4096
+
+
 def candidates(n: int) -> list[int]:
-    sizes = [0] + [c for c in (2048, 1024, 768, 512, 384, 256, 192, 128, 96, 64, 48, FLOOR) if c < n]
-    return sizes
+    sizes = [c for c in (2048, 1024, 768, 512, 384, 256, 192, 128, 96, 64, 48, FLOOR) if c < n]
+    return ([0] if n <= MAX_SINGLE_OPS or not sizes else []) + sizes
 
 
 def estimate(ir: KernelIR, opc: int, m: CostModel = CostModel()) -> Probe:
@@ -248,7 +254,8 @@ def tune(ir: KernelIR, compile_plan: Compiler, slots_cap: int = 1000, max_probes
 
     # 1. the best estimate; 2. hill-climb over neighbouring sizes until a measured local optimum;
     # 3. any untried size the rescaled estimates still predict clearly better.
-    p = probe(min(plans, key=lambda x: (predict(x), x)))
+    # the best prediction; when every one is infinite (all estimated to spill), the smallest chunks
+    p = probe(min(plans, key=lambda x: (predict(x), size[x])))
     best = None if p.spills else p
     while len(measured) < max_probes:
         centre = best.ops_per_chunk if best else min(measured, key=lambda x: size[x])
