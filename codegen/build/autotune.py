@@ -181,7 +181,7 @@ def estimate(ir: KernelIR, opc: int, m: CostModel = CostModel()) -> Probe:
                  math.inf if over else cost(ir, pl, regs, m), estimated=True)
 
 
-def estimated_choice(ir: KernelIR, slots_cap: int = 1000, m: CostModel = CostModel()) -> TuneResult:
+def estimated_choice(ir: KernelIR, slots_cap: int = 1 << 20, m: CostModel = CostModel()) -> TuneResult:
     """The chunking the cost model predicts fastest from the IR's register pressure alone (no
     compile): what `emit` uses when there is no nvcc to probe with."""
     res = TuneResult(how="estimated")
@@ -201,7 +201,7 @@ def estimated_choice(ir: KernelIR, slots_cap: int = 1000, m: CostModel = CostMod
 MAX_PROBES = 6
 
 
-def tune(ir: KernelIR, compile_plan: Compiler, slots_cap: int = 1000, max_probes: int = MAX_PROBES,
+def tune(ir: KernelIR, compile_plan: Compiler, slots_cap: int = 1 << 20, max_probes: int = MAX_PROBES,
          m: CostModel = CostModel()) -> TuneResult:
     """Search for the cheapest no-spill chunking with few compiles.
 
