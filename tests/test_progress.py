@@ -27,7 +27,9 @@ def test_heartbeat_prints_status_and_elapsed() -> None:
     out = io.StringIO()
     with Heartbeat("tune k", every=0.05, out=out) as hb:
         hb.status("probe 2 of at most 6 (chunk 128: 4 kernels)")
-        time.sleep(0.3)
+        deadline = time.monotonic() + 10          # a loaded machine may schedule the thread late
+        while len(out.getvalue().splitlines()) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
     lines = out.getvalue().splitlines()
     assert len(lines) >= 3
     assert all(x.startswith("    ... tune k: probe 2 of at most 6 (chunk 128: 4 kernels), ") and

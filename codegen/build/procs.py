@@ -144,13 +144,14 @@ def _on_signal(signum, frame) -> None:
     first = not _interrupted
     _interrupted = _interrupted or signum
     logging.disable(logging.CRITICAL)   # the compiles we kill now would each log a failure
-    kill_all()
-    try:
+    try:   # doit's worker processes first: SIGTERM ends them at once (they cannot log a failed
+        # compile); their guards then die by the parent-death signal
         import multiprocessing
         for c in multiprocessing.active_children():
             c.terminate()
     except Exception:   # noqa: BLE001 — an interrupt must never turn into a traceback
         pass
+    kill_all()          # the guards this process started itself (the CLI's threads)
     if first:
         try:
             sys.stderr.write(INTERRUPT_LINE + "\n")
