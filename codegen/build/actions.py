@@ -24,8 +24,8 @@ from pathlib import Path
 
 from codegen import EMITTER_VERSION
 from codegen.build import toolchain
-from codegen.build.autotune import (MAX_PROBES, MAX_REGS, TuneResult, chunk_pressure, estimate_regs,
-                                     estimated_choice, tune, tune_arch)
+from codegen.build.autotune import (MAX_PROBES, MAX_REGS, TuneResult, estimated_choice, estimated_regs,
+                                     tune, tune_arch)
 from codegen.build.cache import ObjectCache, atomic_write
 from codegen.build.heartbeat import Heartbeat
 from codegen.emit import COMMON_HEADER, TEMPLATES, KernelSource, render, render_probe, source_hash
@@ -185,12 +185,12 @@ PROBE_SAMPLE = 4
 
 def representatives(q: KernelIR, pl: Plan) -> list[int]:
     """The chunks a probe compiles: all of a small plan; of a large one, the PROBE_SAMPLE - 1
-    with the highest estimated registers (live words and ops: autotune.estimate_regs) and the
+    with the highest estimated registers (live words and ops: autotune.estimated_regs) and the
     last one (it writes q). Compiling ~4 chunks instead of a hundred is what makes the tune of a
     large Q cost a few seconds (issue #15)."""
     if pl.n_chunks <= PROBE_SAMPLE + 2:
         return list(range(pl.n_chunks))
-    est = [estimate_regs(w, e - s) for w, (s, e) in zip(chunk_pressure(q, pl), pl.chunks)]
+    est = estimated_regs(q, pl)
     top = sorted(range(pl.n_chunks), key=lambda c: (-est[c], c))[:PROBE_SAMPLE - 1]
     return sorted(set(top) | {pl.n_chunks - 1})
 
@@ -200,7 +200,7 @@ def fill_unprobed(q: KernelIR, pl: Plan, regs: list[int], probed: list[int]) -> 
     measured / estimated ratio of the probed ones (so an estimate errs high, not low)."""
     if len(probed) == pl.n_chunks:
         return regs
-    est = [estimate_regs(w, e - s) for w, (s, e) in zip(chunk_pressure(q, pl), pl.chunks)]
+    est = estimated_regs(q, pl)
     k = max(regs[c] / est[c] for c in probed if est[c] > 0)
     return [regs[c] if c in probed else min(MAX_REGS, round(est[c] * k)) for c in range(pl.n_chunks)]
 

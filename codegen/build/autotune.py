@@ -104,6 +104,11 @@ def estimate_regs(words: int, ops: int = 0) -> int:
     return min(MAX_REGS + 1, max(2 * words + 24, round(REG_BASE + REG_PER_OP * ops)))
 
 
+def estimated_regs(ir: KernelIR, pl: Plan) -> list[int]:
+    """Per chunk of `pl`, the registers estimated from the IR (live words and ops)."""
+    return [estimate_regs(w, e - s) for w, (s, e) in zip(chunk_pressure(ir, pl), pl.chunks)]
+
+
 def scratch_words(ir: KernelIR, pl: Plan) -> int:
     loads = sum(ir.ops[v].dim for ch in pl.loads for v in ch)
     stores = sum(ir.ops[v].dim for ch in pl.stores for v in ch)
@@ -175,7 +180,7 @@ def candidates(n: int) -> list[int]:
 
 def estimate(ir: KernelIR, opc: int, m: CostModel = CostModel()) -> Probe:
     pl = plan(ir, opc)
-    regs = [estimate_regs(w, e - s) for w, (s, e) in zip(chunk_pressure(ir, pl), pl.chunks)]
+    regs = estimated_regs(ir, pl)
     over = max(regs) > MAX_REGS
     return Probe(opc, pl.n_chunks, pl.total_slots, regs, 0,
                  math.inf if over else cost(ir, pl, regs, m), estimated=True)
@@ -220,8 +225,7 @@ def tune(ir: KernelIR, compile_plan: Compiler, slots_cap: int = 1 << 20, max_pro
     if not plans:
         res.skip = f"every chunking needs more than SLOTS_CAP {slots_cap} scratch slots"
         return res
-    est = {c: [estimate_regs(w, e - s) for w, (s, e) in zip(chunk_pressure(ir, pl), pl.chunks)]
-           for c, pl in plans.items()}
+    est = {c: estimated_regs(ir, pl) for c, pl in plans.items()}
     size = {c: (c or n) for c in plans}
     measured: dict[int, Probe] = {}
 
