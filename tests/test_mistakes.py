@@ -223,27 +223,36 @@ def _procs_with(marker: str) -> list[int]:
     return out
 
 
+def _stalling_build(tmp_path: Path, front: str) -> tuple[bk.Kit, list[str]]:
+    """Tiny + Skipped, and the argv of a parallel build (`exps-codegen -j 2` / `doit -n 2`)
+    whose compiles stall (the launcher writes stall.pid.<pid> under tmp_path, then sleeps)."""
+    kit = bk.new_kit(tmp_path / "k", airs=(bk.TINY, bk.SKIPPED))
+    stall = bk.write_launcher(tmp_path / "stall.sh", kit.log, fault="stall", kind="cc",
+                              marker=tmp_path / "stall.pid")
+    if front == "cli":
+        return kit, [*bk.exps_codegen(), "build", str(kit.pk), *bk.CLI_ARGS, "--build-dir", str(kit.build),
+                     "--launcher", stall, "-j", "2"]
+    return kit, kit.doit_argv("-n", "2", launcher=stall)
+
+
+def _wait_for_stall(tmp_path: Path, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob("stall.pid.*")):
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.1)
+
+
 @pytest.mark.parametrize("front", ["cli", "doit"])
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupt_is_one_line_and_kills_the_compilers(tmp_path: Path, front: str, sig) -> None:
     """A build stuck in a compile (a launcher that stalls) gets SIGINT (as Ctrl-C sends it to the
     foreground group) or SIGTERM (to the front end only): one line, exit 128+sig, no traceback,
     no process left (the stalled compile included), the lock released: the next build completes."""
-    kit = bk.new_kit(tmp_path / "k", airs=(bk.TINY, bk.SKIPPED))
-    stall = bk.write_launcher(tmp_path / "stall.sh", kit.log, fault="stall", kind="cc",
-                              marker=tmp_path / "stall.pid")
-    if front == "cli":
-        argv = [*bk.exps_codegen(), "build", str(kit.pk), *bk.CLI_ARGS, "--build-dir", str(kit.build),
-                "--launcher", stall, "-j", "2"]
-    else:
-        argv = [*kit.doit_argv("-n", "2", launcher=stall)]
+    kit, argv = _stalling_build(tmp_path, front)
     proc = subprocess.Popen(argv, cwd=kit.root, env=kit.env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        deadline = time.monotonic() + 120
-        while not list(tmp_path.glob("stall.pid.*")):
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-            time.sleep(0.1)
+        _wait_for_stall(tmp_path, proc)
         time.sleep(0.5)
         if sig == signal.SIGINT:
             os.killpg(proc.pid, sig)          # the terminal's Ctrl-C: the whole foreground group
@@ -277,21 +286,11 @@ def test_sigkill_of_the_front_end_leaves_no_process_and_no_lock(tmp_path: Path, 
     """A pipeline SIGKILLs only the front end (doit's main process / exps-codegen) mid-compile:
     its workers and every compiler (each under a guard) die with it, within a bound; the lock it
     held does not block the next build, which completes."""
-    kit = bk.new_kit(tmp_path / "k", airs=(bk.TINY, bk.SKIPPED))
-    stall = bk.write_launcher(tmp_path / "stall.sh", kit.log, fault="stall", kind="cc",
-                              marker=tmp_path / "stall.pid")
-    if front == "cli":
-        argv = [*bk.exps_codegen(), "build", str(kit.pk), *bk.CLI_ARGS, "--build-dir", str(kit.build),
-                "--launcher", stall, "-j", "2"]
-    else:
-        argv = [*kit.doit_argv("-n", "2", launcher=stall)]
+    kit, argv = _stalling_build(tmp_path, front)
     proc = subprocess.Popen(argv, cwd=kit.root, env=kit.env(), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        deadline = time.monotonic() + 120
-        while not list(tmp_path.glob("stall.pid.*")):
-            assert proc.poll() is None and time.monotonic() < deadline
-            time.sleep(0.1)
+        _wait_for_stall(tmp_path, proc)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
         stalled = [int(p.read_text()) for p in tmp_path.glob("stall.pid.*")]

@@ -88,10 +88,7 @@ def dodo_settings(argv: list[str], get_var, default_pk: Path) -> tuple[Settings,
                          compile_timeout=timeout, namespace="")
         except ValueError as e:
             raise preflight.UserError(str(e)) from None
-        if cmd in ("list", "help", "info", "forget", "ignore", "dumpdb", "strace", "tabcompletion",
-                   "reset-dep"):
-            return s, cmd
-        if cmd == "clean":
+        if cmd in NO_BUILD:          # builds nothing: no toolchain check, no lock (clean takes it)
             return s, cmd
         emit_only = bool(targets) and all(t.split(":")[0] in NO_NVCC_TARGETS for t in targets)
         for note in preflight.check(s, need_nvcc=not emit_only):

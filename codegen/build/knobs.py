@@ -96,17 +96,15 @@ def read(env: Mapping[str, str] | None = None) -> Knobs:
 def overridden(**values: str | None):
     """Set (or, with None, unset) knobs for the block, then restore them (`verify --rebuild`
     builds with a private cache and no launcher)."""
-    saved = {k: os.environ.get(k) for k in values}
-    try:
-        for k, v in values.items():
+    def put(items) -> None:
+        for k, v in items:
             if v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+    saved = [(k, os.environ.get(k)) for k in values]
+    try:
+        put(values.items())
         yield
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        put(saved)
