@@ -30,6 +30,7 @@ class Heartbeat:
         self.out = out or sys.stderr
         self._status = "working"
         self._stop = threading.Event()
+        self._lock = threading.Lock()    # a line is written whole, and never after __exit__
         self._t0 = time.monotonic()
         self._thread: threading.Thread | None = None
 
@@ -38,12 +39,15 @@ class Heartbeat:
 
     def _run(self) -> None:
         while not self._stop.wait(self.every):
-            try:
-                self.out.write(f"    ... {self.label}: {self._status}, "
-                               f"{time.monotonic() - self._t0:.0f} s elapsed\n")
-                self.out.flush()
-            except (OSError, ValueError):
-                return
+            with self._lock:
+                if self._stop.is_set():       # stopped between the wait and the lock
+                    return
+                try:
+                    self.out.write(f"    ... {self.label}: {self._status}, "
+                                   f"{time.monotonic() - self._t0:.0f} s elapsed\n")
+                    self.out.flush()
+                except (OSError, ValueError):
+                    return
 
     def __enter__(self) -> "Heartbeat":
         self._thread = threading.Thread(target=self._run, daemon=True, name="exps-heartbeat")
@@ -51,5 +55,6 @@ class Heartbeat:
         return self
 
     def __exit__(self, *exc) -> None:
-        self._stop.set()
+        with self._lock:
+            self._stop.set()
 
