@@ -6,6 +6,10 @@ median of N), then run the real autotuner (its probes hit the same object cache)
 choice against the sweep's fastest. Also prints the raw data the cost model is calibrated on.
 
     python3 bench/sweep.py --pk provingkey-sample --pk .pk/*/provingKey --rows 22 --out $OUT
+
+`--waves 132,264,512,...` also times every chunked kernel at each wave size (blocks of 256 rows per
+wave, set through the scratch size: the sweep's launchers are built with EXPS_WAVE_FROM_SCRATCH,
+which lifts the 512-block cap), the data the launch shape and the cost model are chosen on.
 """
 from __future__ import annotations
 
@@ -39,15 +43,17 @@ ARCHS = [90]
 
 
 def build_so(key, q, opc, work: Path, cache):
-    pl = plan(q, opc)
+    ks = KernelSource(key, q, plan(q, opc), [], "0" * 64)   # after the IR passes, re-planned
+    pl = ks.plan
     d = work / f"{key}_{opc}"
-    files = render(KernelSource(key, q, pl, [], "0" * 64))
+    files = render(ks)
+    files[f"{key}_abi.cu"] = "#define EXPS_WAVE_FROM_SCRATCH 1\n" + files[f"{key}_abi.cu"]
     tus = stage_sources(files, d / "src")
     got = compile_tus(tus, d / "obj", compile_options(ARCHS), cache, None, jobs=1)
     regs, spills = chunk_stats(key, pl, [r for _, r, _ in got.values()])
     so = d / "k.so"
     tc.link_shared([Path(o) for o, _, _ in got.values()], so, compile_options(ARCHS), launcher=[])
-    return pl, regs, spills, so
+    return pl, regs, spills, so, ks.q
 
 
 def gpu_words(cp, n, rng_seed):
@@ -72,7 +78,13 @@ def main() -> int:
     ap.add_argument("--max-ops", type=int, default=1 << 30)
     ap.add_argument("--max-chunk", type=int, default=1 << 30,
                     help="for Q > 1000 ops, skip chunkings with more ops per kernel (ptxas is slow there)")
+    ap.add_argument("--waves", default="512", help="comma list of wave sizes in blocks of 256 rows")
+    ap.add_argument("--chunks", default="", help="comma list: only these ops per chunk (0 = single)")
+    ap.add_argument("--air", action="append", default=[], help="only AIRs whose name contains this")
+    ap.add_argument("--budget-s", type=float, default=1e9, help="stop timing new AIRs after this")
     a = ap.parse_args()
+    waves = [int(w) for w in a.waves.split(",") if w.strip()]
+    only_chunks = {int(c) for c in a.chunks.split(",") if c.strip()}
     import cupy as cp
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -91,9 +103,13 @@ def main() -> int:
             cov = cover(si, ei)
             if cov.air_skip or not a.min_ops <= cov.q_ops <= a.max_ops:
                 continue
-            airs.append((f"{Path(pk).parts[-2] if Path(pk).name == 'provingKey' else Path(pk).name}/{si.name}",
-                         key, si, cov.q))
+            name = f"{Path(pk).parts[-2] if Path(pk).name == 'provingKey' else Path(pk).name}/{si.name}"
+            if a.air and not any(f in name for f in a.air):
+                continue
+            airs.append((name, key, si, cov.q))
     def allowed(n, c):
+        if only_chunks and c not in only_chunks:
+            return False
         return n <= 1000 or (c or n) <= a.max_chunk
     jobs = [(name, key, si, q, opc) for name, key, si, q in airs for opc in candidates(len(q.ops))
             if allowed(len(q.ops), opc)]
@@ -108,6 +124,9 @@ def main() -> int:
         by_air.setdefault(j[0], []).append((j, b))
     start, stop = cp.cuda.Event(), cp.cuda.Event()
     for name, entries in by_air.items():
+        if time.monotonic() - t0 > a.budget_s:
+            print(f"budget spent: {name} and later AIRs not timed", flush=True)
+            break
         si, q = entries[0][0][2], entries[0][0][3]
         off, off_zi, pos = ext_offsets(si, n_ext)
         aux = gpu_words(cp, pos, 1)
@@ -120,38 +139,48 @@ def main() -> int:
             fields[f] = int(scal.data.ptr)
         steps = cp.asarray(np.array([fields[f] for f in STEP_FIELDS], dtype=np.uint64))
         qbuf = cp.zeros(3 * n_ext, dtype=cp.uint64)
+        wts = gpu_words(cp, 3 * n_ext, 4) | cp.uint64(1)
         max_slots = max(b[0].total_slots for _, b in entries)
-        scratch = cp.zeros(max(max_slots, 1) * 512 * 256, dtype=cp.uint64)
+        scratch = cp.zeros(max(max_slots, 1) * max(waves + [512]) * 256, dtype=cp.uint64)
         ref = None
-        for (j, (pl, regs, spills, so)) in entries:
+        for (j, (pl, regs, spills, so, qk)) in entries:
             lib = ctypes.CDLL(str(so))
             u64, vp = ctypes.c_uint64, ctypes.c_void_p
             lib.exps_launch.argtypes = [vp, vp, vp, u64, u64, u64, u64, u64, u64, vp]
-            args = (int(steps.data.ptr), int(qbuf.data.ptr), int(scratch.data.ptr), scratch.size, n_ext,
-                    off[1], off[2], off.get(3, 0), off_zi, None)
-            qbuf.fill(0)
-            for _ in range(3):
-                lib.exps_launch(*args)
-            cp.cuda.Device().synchronize()
-            h = int(cp.asnumpy(qbuf[:: max(1, n_ext // 4096)]).sum(dtype=np.uint64)) if True else 0
+            def timed(w):
+                elems = max(pl.total_slots, 1) * 256 * w
+                args = (int(steps.data.ptr), int(qbuf.data.ptr), int(scratch.data.ptr), elems, n_ext,
+                        off[1], off[2], off.get(3, 0), off_zi, None)
+                qbuf.fill(0)
+                for _ in range(3):
+                    lib.exps_launch(*args)
+                cp.cuda.Device().synchronize()
+                h = int(cp.sum(qbuf * wts))     # a weighted sum mod 2^64 on the device
+                ts = []
+                for _ in range(a.reps):
+                    start.record()
+                    lib.exps_launch(*args)
+                    stop.record()
+                    stop.synchronize()
+                    ts.append(cp.cuda.get_elapsed_time(start, stop))
+                return statistics.median(ts), h
+            ms, h = timed(512)
             if ref is None:
                 ref = h
             same = h == ref
-            ts = []
-            for _ in range(a.reps):
-                start.record()
-                lib.exps_launch(*args)
-                stop.record()
-                stop.synchronize()
-                ts.append(cp.cuda.get_elapsed_time(start, stop))
-            ms = statistics.median(ts)
-            r = {"air": name, "ops": len(q.ops), "ops_per_chunk": pl.ops_per_chunk, "chunks": pl.n_chunks,
+            by_wave = {}
+            if pl.n_chunks > 1:
+                for w in waves:
+                    by_wave[str(w)], hw = timed(w)
+                    same = same and hw == ref
+            r = {"air": name, "ops": len(q.ops), "ops_per_chunk": j[4], "opc_emitted": pl.ops_per_chunk,
+                 "chunks": pl.n_chunks,
                  "slots": pl.total_slots, "regs": regs, "spills": spills, "ms": ms, "same_q": same,
-                 "model_cost": cost(q, pl, regs)}
+                 "model_cost": cost(qk, pl, regs), "waves": by_wave, "ops_emitted": len(qk.ops)}
             results.append(r)
-            print(f"{name:<40} opc {pl.ops_per_chunk:>5} chunks {pl.n_chunks:>4} slots {pl.total_slots:>4} "
+            print(f"{name:<40} opc {j[4]:>5} chunks {pl.n_chunks:>4} slots {pl.total_slots:>4} "
                   f"regs {max(regs):>3} spill {spills:>5} {ms:8.3f} ms {'' if same else 'Q DIFFERS'}", flush=True)
-        del aux, cst, qbuf, scratch
+        del aux, cst, qbuf, scratch, wts
         cp.get_default_memory_pool().free_all_blocks()
         (out / "sweep.json").write_text(json.dumps({"rows": a.rows, "results": results, "partial": True}))
     # the autotuner's own choice (its probe compiles hit the cache filled above)
