@@ -1,6 +1,7 @@
-"""Run bench/run.py on the CPU: a smoke test of the whole GPU script without a GPU.
+"""Run bench/run.py or bench/exprs.py on the CPU: a smoke test of the whole GPU script without a GPU.
 
-    python3 bench/cpu_emulation.py --pk provingkey-sample --rows 10 --out /tmp/bench-cpu
+    python3 bench/cpu_emulation.py --pk provingkey-sample --rows 10 --out /tmp/bench-cpu        # run.py
+    python3 bench/cpu_emulation.py exprs --pk provingkey-sample --rows 10 --out /tmp/exprs-cpu  # exprs.py
 
 * ``cupy`` is replaced by :class:`FakeCupy`: numpy arrays whose ``.data.ptr`` is their host
   address, events that read the host clock, a random-word fill with hostcheck's mix of values;
@@ -172,10 +173,24 @@ class HostHooks(R.Hooks):
 
 
 def main(argv: list[str] | None = None) -> int:
+    """`[run|exprs] ARGS...`: bench/run.py (the default) or bench/exprs.py with ARGS, emulated."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    script = argv.pop(0) if argv and argv[0] in ("run", "exprs") else "run"
+    saved = sys.modules.get("cupy"), R.HOOKS
     sys.modules["cupy"] = fake_cupy()
-    with tempfile.TemporaryDirectory(prefix="bench-cpu-") as d:
-        R.HOOKS = HostHooks(Path(d))
-        return R.main(argv)
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-cpu-") as d:
+            R.HOOKS = HostHooks(Path(d))
+            if script == "exprs":
+                from bench import exprs as X
+                return X.main(argv)
+            return R.main(argv)
+    finally:
+        if saved[0] is None:
+            sys.modules.pop("cupy", None)
+        else:
+            sys.modules["cupy"] = saved[0]
+        R.HOOKS = saved[1]
 
 
 if __name__ == "__main__":

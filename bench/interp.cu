@@ -20,8 +20,17 @@
 // generator's convention; the prover copies whatever is in the next tmp1 slots, §3 / §7.5), and the
 // strides wrap with `& (NExt - 1)` instead of `% NExt` on boundary chunks (same rows, §2.4).
 //
+// Trace-domain expressions (hints, intermediate columns; spec §4): `interp_expr_launch` runs the
+// bytecode of one expression the same way over N trace rows (strides = openingPoints, stage 1 from
+// P->trace, const from pConstPolsAddress, as `computeExpressions_` reads them) and stores each row
+// as exps_launch_expr does, in its WRITE / MUL_INV / WRITE_INV modes (§4.3) through gen_common.cuh's
+// exps_store, into a stage column or an expression buffer. One expression per launch, as the
+// generated fast path; the prover's interpreter evaluates a (numerator, denominator) pair in one
+// kernel, which bench/exprs.py notes but does not time.
+//
 // The same per-row code is compiled for the host (g++ -x c++, no CUDA) and exported as
-// `interp_host_run`, so the CPU test checks this very code against the numpy oracle.
+// `interp_host_run` / `interp_host_expr_run`, so the CPU tests check this very code against the
+// numpy oracle.
 //
 // Build (bench/build_interp.py does this):
 //   nvcc -arch sm_90 -O3 -Xcompiler -fPIC -shared -DGL64_PARTIALLY_REDUCED -I templates
@@ -52,10 +61,18 @@
 #define INTERP_E_SCRATCH -3        // scratch too small for one block
 #define INTERP_E_TYPES -4          // nStages / nCustom give type codes beyond the table
 #define INTERP_E_ARGS -5           // null pointer / zero ops
+#define INTERP_E_STORE -6          // a store mode / destDim exps_launch_expr never computes
 
 struct InterpTables {
     const uint64_t* base[INTERP_MAX_TYPES];   // per operand type code
     int64_t stride[INTERP_MAX_OPENINGS];      // opening * blowup, by openingPoints index
+};
+
+// Where a trace-domain expression goes (exps_launch_expr's store arguments, spec §4.3, §5).
+struct InterpStore {
+    uint64_t* dest;
+    uint64_t destDomain, stagePos, destDim, mode, scalar;
+    uint32_t destExpr, num1;   // num1: denominator of a dim-1 numerator (MUL_INV computes u_i * dest0)
 };
 
 struct InterpParams {
@@ -73,7 +90,8 @@ struct InterpParams {
     uint64_t k_min, k_max;     // chunks starting in [k_min, k_max) never wrap
     int64_t stride[INTERP_MAX_OPENINGS];
     uint32_t nOps, nTemp1, nTemp3, nStages, B, nOpenings;
-    uint32_t staged, tmp_shared;
+    uint32_t staged, tmp_shared, extended;
+    InterpStore st;            // trace-domain expressions only
 };
 
 // Operand types: 0 const, 1..nStages+1 cm, nStages+2 Zi, nStages+3 xDivXSubXi, nStages+4+c custom c,
@@ -99,11 +117,12 @@ EXPS_HD gl3 interp_ld3(const InterpTables& T, uint32_t B, uint32_t zi, uint32_t 
                     interp_ld<Cyclic>(T, B, zi, type, idx, off, 2, row, D, blk, t));
 }
 
-// Evaluate the bytecode for one row and store Q. t1/t3 are T.base[B] / T.base[B + 1] (writable).
+// Evaluate the bytecode for one row; the value is left in the last op's temp slot (interp_result).
+// t1/t3 are T.base[B] / T.base[B + 1] (writable).
 template <bool Cyclic>
-EXPS_HD int interp_row(const InterpTables& T, const uint8_t* ops, const uint16_t* args, uint32_t nOps,
-                       uint32_t B, uint32_t zi, uint64_t row, uint64_t D, uint32_t blk, uint32_t t,
-                       uint64_t* t1, uint64_t* t3, uint64_t* q) {
+EXPS_HD int interp_eval(const InterpTables& T, const uint8_t* ops, const uint16_t* args, uint32_t nOps,
+                        uint32_t B, uint32_t zi, uint64_t row, uint64_t D, uint32_t blk, uint32_t t,
+                        uint64_t* t1, uint64_t* t3) {
     int err = 0;
     for (uint32_t k = 0; k < nOps; ++k) {
         const uint16_t* a = args + 8 * (size_t)k;
@@ -159,6 +178,24 @@ EXPS_HD int interp_row(const InterpTables& T, const uint8_t* ops, const uint16_t
             err |= INTERP_ERR_OP;
         }
     }
+    return err;
+}
+
+// The value of the last op (its dest slot), as the prover's last op writes it into the param slot.
+EXPS_HD gl3 interp_result(const uint8_t* ops, const uint16_t* args, uint32_t nOps, uint32_t blk, uint32_t t,
+                          const uint64_t* t1, const uint64_t* t3) {
+    const uint16_t* a = args + 8 * (size_t)(nOps - 1);
+    if (ops[nOps - 1] == 0) return gl3_make(t1[(uint64_t)a[1] * blk + t], 0, 0);
+    return gl3_make(t3[(uint64_t)a[1] * blk + t], t3[(uint64_t)(a[1] + 1) * blk + t],
+                    t3[(uint64_t)(a[1] + 2) * blk + t]);
+}
+
+// Evaluate the bytecode for one row and store Q.
+template <bool Cyclic>
+EXPS_HD int interp_row(const InterpTables& T, const uint8_t* ops, const uint16_t* args, uint32_t nOps,
+                       uint32_t B, uint32_t zi, uint64_t row, uint64_t D, uint32_t blk, uint32_t t,
+                       uint64_t* t1, uint64_t* t3, uint64_t* q) {
+    const int err = interp_eval<Cyclic>(T, ops, args, nOps, B, zi, row, D, blk, t, t1, t3);
     // Q from the last op's dest slot (§3): q[c * NExt + row].
     const uint16_t* a = args + 8 * (size_t)(nOps - 1);
     if (ops[nOps - 1] == 0) {
@@ -173,13 +210,42 @@ EXPS_HD int interp_row(const InterpTables& T, const uint8_t* ops, const uint16_t
     return err;
 }
 
-// Base pointers of every operand type except the temps (set per block by the caller).
+// Evaluate a trace-domain expression for one row and store it in `S.mode` (WRITE / MUL_INV /
+// WRITE_INV) through gen_common.cuh's exps_store: the store of the generated kernels, so the words
+// are the same (spec §4.2 / §4.3: field-equal to the prover's param combine, and bit-equal to it
+// except for the dim-1-numerator case that `num1` settles as the interpreter does).
+template <bool Cyclic>
+EXPS_HD int interp_expr_row(const InterpTables& T, const uint8_t* ops, const uint16_t* args, uint32_t nOps,
+                            uint32_t B, uint32_t zi, uint64_t row, uint64_t D, uint32_t blk, uint32_t t,
+                            uint64_t* t1, uint64_t* t3, const InterpStore& S) {
+    const int err = interp_eval<Cyclic>(T, ops, args, nOps, B, zi, row, D, blk, t, t1, t3);
+    const gl3 v = interp_result(ops, args, nOps, blk, t, t1, t3);
+    exps_store(S.dest, row, v, ops[nOps - 1] == 0 ? 1 : 3, (int)S.num1, S.mode, S.scalar, S.destDomain,
+               S.stagePos, S.destDim, S.destExpr);
+    return err;
+}
+
+// Q (Expr = false) or a trace-domain expression (Expr = true) for one row.
+template <bool Expr, bool Cyclic>
+EXPS_HD int interp_any_row(const InterpTables& T, const uint8_t* ops, const uint16_t* args, uint32_t nOps,
+                           uint32_t B, uint32_t zi, uint64_t row, uint64_t D, uint32_t blk, uint32_t t,
+                           uint64_t* t1, uint64_t* t3, uint64_t* q, const InterpStore& S) {
+    return Expr ? interp_expr_row<Cyclic>(T, ops, args, nOps, B, zi, row, D, blk, t, t1, t3, S)
+                : interp_row<Cyclic>(T, ops, args, nOps, B, zi, row, D, blk, t, t1, t3, q);
+}
+
+// Base pointers of every operand type except the temps (set per block by the caller). Extended
+// domain (Q): cm stage s at aux_trace + off_cm[s], const from the const tree. Trace domain
+// (`extended` 0, spec §2.4): stage 1 from P->trace, stage s > 1 at aux_trace + off_cm[s], const from
+// pConstPolsAddress.
 EXPS_HD void interp_fill_tables(InterpTables& T, const StepsParams* P, const uint64_t* numbers,
                                 const uint64_t* off_cm, uint64_t off_zi, uint32_t nStages, uint32_t B,
-                                const int64_t* stride, uint32_t nOpenings) {
+                                const int64_t* stride, uint32_t nOpenings, int extended) {
     for (int i = 0; i < INTERP_MAX_TYPES; ++i) T.base[i] = 0;
-    T.base[0] = P->pConstPolsExtendedTreeAddress;           // const: the const tree, no offset (§7.6)
-    for (uint32_t s = 1; s <= nStages + 1; ++s) T.base[s] = P->aux_trace + off_cm[s];
+    T.base[0] = extended ? P->pConstPolsExtendedTreeAddress    // const: the const tree, no offset (§7.6)
+                         : P->pConstPolsAddress;
+    for (uint32_t s = 1; s <= nStages + 1; ++s)
+        T.base[s] = (!extended && s == 1) ? P->trace : P->aux_trace + off_cm[s];
     T.base[nStages + 2] = P->aux_trace + off_zi;
     T.base[B + 2] = P->publicInputs;
     T.base[B + 3] = numbers;
@@ -192,7 +258,8 @@ EXPS_HD void interp_fill_tables(InterpTables& T, const StepsParams* P, const uin
 }
 
 #ifdef __CUDACC__
-__global__ void __launch_bounds__(INTERP_BLOCK) interp_q_kernel(const InterpParams p) {
+template <bool Expr>
+__device__ __forceinline__ void interp_body(const InterpParams& p) {
     extern __shared__ uint64_t interp_smem[];
     InterpTables& T = *reinterpret_cast<InterpTables*>(interp_smem);
     const uint32_t blk = blockDim.x, t = threadIdx.x;
@@ -201,7 +268,8 @@ __global__ void __launch_bounds__(INTERP_BLOCK) interp_q_kernel(const InterpPara
     uint16_t* sm_args = reinterpret_cast<uint16_t*>(sm_tmp + (p.tmp_shared ? tmp_elems : 0));
     uint8_t* sm_ops = reinterpret_cast<uint8_t*>(sm_args + 8 * (size_t)p.nOps);
     if (t == 0) {
-        interp_fill_tables(T, p.P, p.numbers, p.off_cm, p.off_zi, p.nStages, p.B, p.stride, p.nOpenings);
+        interp_fill_tables(T, p.P, p.numbers, p.off_cm, p.off_zi, p.nStages, p.B, p.stride, p.nOpenings,
+                           (int)p.extended);
         if (p.tmp_shared) {
             T.base[p.B] = sm_tmp;
             T.base[p.B + 1] = sm_tmp + (uint64_t)p.nTemp1 * blk;
@@ -225,12 +293,17 @@ __global__ void __launch_bounds__(INTERP_BLOCK) interp_q_kernel(const InterpPara
     for (uint64_t c = blockIdx.x; c < nchunks; c += gridDim.x) {
         const uint64_t first = c * blk;
         if (first < p.k_min || first >= p.k_max)
-            err |= interp_row<true>(T, ops, args, p.nOps, p.B, zi, first + t, p.NExt, blk, t, t1, t3, p.q);
+            err |= interp_any_row<Expr, true>(T, ops, args, p.nOps, p.B, zi, first + t, p.NExt, blk, t, t1, t3,
+                                              p.q, p.st);
         else
-            err |= interp_row<false>(T, ops, args, p.nOps, p.B, zi, first + t, p.NExt, blk, t, t1, t3, p.q);
+            err |= interp_any_row<Expr, false>(T, ops, args, p.nOps, p.B, zi, first + t, p.NExt, blk, t, t1, t3,
+                                               p.q, p.st);
     }
     if (err && p.err) atomicOr(p.err, err);
 }
+
+__global__ void __launch_bounds__(INTERP_BLOCK) interp_q_kernel(const InterpParams p) { interp_body<false>(p); }
+__global__ void __launch_bounds__(INTERP_BLOCK) interp_expr_kernel(const InterpParams p) { interp_body<true>(p); }
 #endif
 
 // ------------------------------------------------------------------------------------ host side
@@ -271,25 +344,16 @@ static int interp_plan(InterpPlan& pl, uint64_t NExt, uint64_t nBlocks, uint32_t
     return 0;
 }
 
-extern "C" {
-
-// Bytes of scratch per block the launcher needs (temps in global memory): (nTemp1 + 3 nTemp3) * blk.
-EXPS_EXPORT unsigned long long interp_scratch_per_block(uint64_t NExt, uint32_t nTemp1, uint32_t nTemp3) {
-    const uint64_t blk = NExt < INTERP_BLOCK ? NExt : INTERP_BLOCK;
-    return (unsigned long long)((nTemp1 + 3 * (uint64_t)nTemp3) * blk);
-}
-
 // Host run of the same per-row code (CPU check): host pointers everywhere; grid/blocks emulated so
-// the scratch indexing is the GPU's. Returns 0, an INTERP_E_* code, or the OR of INTERP_ERR_* << 8.
-EXPS_EXPORT int interp_host_run(const StepsParams* P, const uint8_t* ops, const uint16_t* args,
-                                const uint64_t* numbers, uint32_t nOps, uint32_t nTemp1, uint32_t nTemp3,
-                                uint64_t* q, uint64_t* scratch, uint64_t scratchElems, uint64_t NExt,
-                                uint64_t nBlocks, uint64_t off_cm1, uint64_t off_cm2, uint64_t off_cm3,
-                                uint64_t off_zi, int nStages, int nCustom, int blowup,
-                                const int64_t* openings, int nOpenings) {
-    if (!P || !ops || !args || !numbers || !q || !nOps) return INTERP_E_ARGS;
+// the scratch indexing is the GPU's. S == 0: Q into q (extended); else the expression store S.
+static int interp_host_any(const StepsParams* P, const uint8_t* ops, const uint16_t* args,
+                           const uint64_t* numbers, uint32_t nOps, uint32_t nTemp1, uint32_t nTemp3,
+                           uint64_t* q, const InterpStore* S, uint64_t* scratch, uint64_t scratchElems,
+                           uint64_t D, uint64_t nBlocks, uint64_t off_cm1, uint64_t off_cm2, uint64_t off_cm3,
+                           uint64_t off_zi, int nStages, int nCustom, int blowup, const int64_t* openings,
+                           int nOpenings) {
     InterpPlan pl;
-    int rc = interp_plan(pl, NExt, nBlocks, nTemp1, nTemp3, scratchElems, 1, nStages, nCustom, blowup,
+    int rc = interp_plan(pl, D, nBlocks, nTemp1, nTemp3, scratchElems, 1, nStages, nCustom, blowup,
                          openings, nOpenings);
     if (rc) return rc;
     if ((nTemp1 || nTemp3) && !scratch) return INTERP_E_ARGS;
@@ -301,39 +365,47 @@ EXPS_EXPORT int interp_host_run(const StepsParams* P, const uint8_t* ops, const 
     for (uint64_t c = 0; c < pl.nchunks; ++c) {
         const uint64_t b = c % pl.grid;
         interp_fill_tables(T, P, numbers, off_cm, off_zi, (uint32_t)nStages, pl.B, pl.stride,
-                           (uint32_t)nOpenings);
+                           (uint32_t)nOpenings, S == 0);
         uint64_t* t1 = tmp1 ? tmp1 + b * nTemp1 * pl.blk : 0;
         uint64_t* t3 = tmp3 ? tmp3 + b * 3 * (uint64_t)nTemp3 * pl.blk : 0;
         T.base[pl.B] = t1;
         T.base[pl.B + 1] = t3;
         const uint64_t first = c * pl.blk;
         const bool cyc = first < pl.k_min || first >= pl.k_max;
-        for (uint32_t t = 0; t < pl.blk; ++t)
-            err |= cyc ? interp_row<true>(T, ops, args, nOps, pl.B, nStages + 2, first + t, NExt, pl.blk, t,
-                                          t1, t3, q)
-                       : interp_row<false>(T, ops, args, nOps, pl.B, nStages + 2, first + t, NExt, pl.blk, t,
-                                           t1, t3, q);
+        for (uint32_t t = 0; t < pl.blk; ++t) {
+            if (S)
+                err |= cyc ? interp_expr_row<true>(T, ops, args, nOps, pl.B, nStages + 2, first + t, D, pl.blk, t,
+                                                   t1, t3, *S)
+                           : interp_expr_row<false>(T, ops, args, nOps, pl.B, nStages + 2, first + t, D, pl.blk,
+                                                    t, t1, t3, *S);
+            else
+                err |= cyc ? interp_row<true>(T, ops, args, nOps, pl.B, nStages + 2, first + t, D, pl.blk, t,
+                                              t1, t3, q)
+                           : interp_row<false>(T, ops, args, nOps, pl.B, nStages + 2, first + t, D, pl.blk, t,
+                                               t1, t3, q);
+        }
     }
     return err ? err << 8 : 0;
 }
 
+static int interp_store_ok(const InterpStore& S) {
+    return S.dest && S.mode <= 2 && (S.destDim == 1 || S.destDim == 3);
+}
+
+// ------------------------------------------------------------------------------------ launchers
 #ifdef __CUDACC__
-// Launch the interpreter for Q (device pointers; `openings` is a HOST array of openingPoints values).
-// scratch: temps in global memory, grid * (nTemp1 + 3 nTemp3) * blk elements (grid is lowered to fit).
-// err: optional device int the kernel ORs INTERP_ERR_* bits into. Returns 0, INTERP_E_* (< 0) or a
-// cudaError_t (> 0) from the launch. The launch is asynchronous on `stream`.
-EXPS_EXPORT int interp_launch(const StepsParams* d_params, const uint8_t* d_ops, const uint16_t* d_args,
-                              const uint64_t* d_numbers, uint32_t nOps, uint32_t nTemp1, uint32_t nTemp3,
-                              uint64_t* q, uint64_t* scratch, uint64_t scratchElems, uint64_t NExt,
-                              uint64_t nBlocks, uint64_t off_cm1, uint64_t off_cm2, uint64_t off_cm3,
-                              uint64_t off_zi, int nStages, int nCustom, int blowup, const int64_t* openings,
-                              int nOpenings, unsigned flags, int* d_err, cudaStream_t stream) {
-    if (!d_params || !d_ops || !d_args || !d_numbers || !q || !nOps) return INTERP_E_ARGS;
-    const uint64_t blk0 = NExt < INTERP_BLOCK ? NExt : INTERP_BLOCK;
+// One launcher for both kernels (device pointers; `openings` is a HOST array of openingPoints values).
+static int interp_launch_any(const StepsParams* d_params, const uint8_t* d_ops, const uint16_t* d_args,
+                             const uint64_t* d_numbers, uint32_t nOps, uint32_t nTemp1, uint32_t nTemp3,
+                             uint64_t* q, const InterpStore* S, uint64_t* scratch, uint64_t scratchElems,
+                             uint64_t D, uint64_t nBlocks, uint64_t off_cm1, uint64_t off_cm2, uint64_t off_cm3,
+                             uint64_t off_zi, int nStages, int nCustom, int blowup, const int64_t* openings,
+                             int nOpenings, unsigned flags, int* d_err, cudaStream_t stream) {
+    const uint64_t blk0 = D < INTERP_BLOCK ? D : INTERP_BLOCK;
     const uint64_t tmp_bytes = (nTemp1 + 3 * (uint64_t)nTemp3) * blk0 * 8;
     const int tmp_shared = (flags & INTERP_TMP_SHARED) && tmp_bytes <= INTERP_TMP_SHARED_MAX;
     InterpPlan pl;
-    int rc = interp_plan(pl, NExt, nBlocks, nTemp1, nTemp3, scratchElems, !tmp_shared, nStages, nCustom,
+    int rc = interp_plan(pl, D, nBlocks, nTemp1, nTemp3, scratchElems, !tmp_shared, nStages, nCustom,
                          blowup, openings, nOpenings);
     if (rc) return rc;
     if (!tmp_shared && tmp_bytes && !scratch) return INTERP_E_ARGS;
@@ -349,7 +421,7 @@ EXPS_EXPORT int interp_launch(const StepsParams* d_params, const uint8_t* d_ops,
     p.tmp1 = scratch;
     p.tmp3 = scratch ? scratch + (uint64_t)pl.grid * nTemp1 * pl.blk : 0;
     p.err = d_err;
-    p.NExt = NExt;
+    p.NExt = D;
     p.off_cm[1] = off_cm1;
     p.off_cm[2] = off_cm2;
     p.off_cm[3] = off_cm3;
@@ -365,54 +437,137 @@ EXPS_EXPORT int interp_launch(const StepsParams* d_params, const uint8_t* d_ops,
     p.nOpenings = (uint32_t)nOpenings;
     p.staged = (uint32_t)staged;
     p.tmp_shared = (uint32_t)tmp_shared;
+    p.extended = S == 0;
+    if (S) p.st = *S;
     const size_t smem = sizeof(InterpTables) + (tmp_shared ? tmp_bytes : 0) + (staged ? stage_bytes : 0);
     if (smem > 48 * 1024) {
-        cudaError_t e = cudaFuncSetAttribute(interp_q_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             (int)smem);
+        cudaError_t e = cudaFuncSetAttribute(S ? interp_expr_kernel : interp_q_kernel,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess) return (int)e;
     }
-    interp_q_kernel<<<pl.grid, pl.blk, smem, stream>>>(p);
+    if (S)
+        interp_expr_kernel<<<pl.grid, pl.blk, smem, stream>>>(p);
+    else
+        interp_q_kernel<<<pl.grid, pl.blk, smem, stream>>>(p);
     return (int)cudaGetLastError();
 }
-
-// Registers / local memory of the kernel as the driver reports them (after the module loaded).
-EXPS_EXPORT int interp_kernel_attrs(int* regs, int* local_bytes, int* max_threads) {
-    cudaFuncAttributes a;
-    cudaError_t e = cudaFuncGetAttributes(&a, interp_q_kernel);
-    if (e != cudaSuccess) return (int)e;
-    *regs = a.numRegs;
-    *local_bytes = (int)a.localSizeBytes;
-    *max_threads = a.maxThreadsPerBlock;
-    return 0;
-}
 #else
-// Host build: the launcher ABI emulated on host pointers (bench/cpu_emulation.py runs bench/run.py
-// on the CPU through it). Temps always live in `scratch`; flags only change interp_config's answer.
-EXPS_EXPORT int interp_launch(const StepsParams* d_params, const uint8_t* d_ops, const uint16_t* d_args,
-                              const uint64_t* d_numbers, uint32_t nOps, uint32_t nTemp1, uint32_t nTemp3,
-                              uint64_t* q, uint64_t* scratch, uint64_t scratchElems, uint64_t NExt,
-                              uint64_t nBlocks, uint64_t off_cm1, uint64_t off_cm2, uint64_t off_cm3,
-                              uint64_t off_zi, int nStages, int nCustom, int blowup, const int64_t* openings,
-                              int nOpenings, unsigned flags, int* d_err, cudaStream_t stream) {
+// Host build: the launchers emulated on host pointers (bench/cpu_emulation.py runs bench/run.py and
+// bench/exprs.py on the CPU through them). Temps always live in `scratch`; flags are ignored.
+static int interp_launch_any(const StepsParams* d_params, const uint8_t* d_ops, const uint16_t* d_args,
+                             const uint64_t* d_numbers, uint32_t nOps, uint32_t nTemp1, uint32_t nTemp3,
+                             uint64_t* q, const InterpStore* S, uint64_t* scratch, uint64_t scratchElems,
+                             uint64_t D, uint64_t nBlocks, uint64_t off_cm1, uint64_t off_cm2, uint64_t off_cm3,
+                             uint64_t off_zi, int nStages, int nCustom, int blowup, const int64_t* openings,
+                             int nOpenings, unsigned flags, int* d_err, cudaStream_t stream) {
     (void)flags;
     (void)stream;
-    int rc = interp_host_run(d_params, d_ops, d_args, d_numbers, nOps, nTemp1, nTemp3, q, scratch,
-                             scratchElems, NExt, nBlocks, off_cm1, off_cm2, off_cm3, off_zi, nStages,
-                             nCustom, blowup, openings, nOpenings);
+    int rc = interp_host_any(d_params, d_ops, d_args, d_numbers, nOps, nTemp1, nTemp3, q, S, scratch,
+                             scratchElems, D, nBlocks, off_cm1, off_cm2, off_cm3, off_zi, nStages, nCustom,
+                             blowup, openings, nOpenings);
     if (rc > 0) {
         if (d_err) *d_err |= rc >> 8;
         return 0;
     }
     return rc;
 }
+#endif
 
-EXPS_EXPORT int interp_kernel_attrs(int* regs, int* local_bytes, int* max_threads) {
+extern "C" {
+
+// Bytes of scratch per block the launcher needs (temps in global memory): (nTemp1 + 3 nTemp3) * blk.
+EXPS_EXPORT unsigned long long interp_scratch_per_block(uint64_t NExt, uint32_t nTemp1, uint32_t nTemp3) {
+    const uint64_t blk = NExt < INTERP_BLOCK ? NExt : INTERP_BLOCK;
+    return (unsigned long long)((nTemp1 + 3 * (uint64_t)nTemp3) * blk);
+}
+
+// Host run of Q (CPU check). Returns 0, an INTERP_E_* code, or the OR of INTERP_ERR_* << 8.
+EXPS_EXPORT int interp_host_run(const StepsParams* P, const uint8_t* ops, const uint16_t* args,
+                                const uint64_t* numbers, uint32_t nOps, uint32_t nTemp1, uint32_t nTemp3,
+                                uint64_t* q, uint64_t* scratch, uint64_t scratchElems, uint64_t NExt,
+                                uint64_t nBlocks, uint64_t off_cm1, uint64_t off_cm2, uint64_t off_cm3,
+                                uint64_t off_zi, int nStages, int nCustom, int blowup,
+                                const int64_t* openings, int nOpenings) {
+    if (!P || !ops || !args || !numbers || !q || !nOps) return INTERP_E_ARGS;
+    return interp_host_any(P, ops, args, numbers, nOps, nTemp1, nTemp3, q, 0, scratch, scratchElems, NExt,
+                           nBlocks, off_cm1, off_cm2, off_cm3, off_zi, nStages, nCustom, blowup, openings,
+                           nOpenings);
+}
+
+// Host run of one trace-domain expression over N rows (CPU check), stored as exps_launch_expr does.
+EXPS_EXPORT int interp_host_expr_run(const StepsParams* P, const uint8_t* ops, const uint16_t* args,
+                                     const uint64_t* numbers, uint32_t nOps, uint32_t nTemp1, uint32_t nTemp3,
+                                     uint64_t* dest, uint64_t* scratch, uint64_t scratchElems, uint64_t N,
+                                     uint64_t nBlocks, uint64_t off_cm1, uint64_t off_cm2, uint64_t off_cm3,
+                                     int nStages, int nCustom, const int64_t* openings, int nOpenings,
+                                     uint64_t destDomain, uint64_t mode, uint64_t scalar, uint64_t stagePos,
+                                     uint64_t destDim, unsigned destExpr, unsigned num1) {
+    const InterpStore S = {dest, destDomain, stagePos, destDim, mode, scalar, destExpr, num1};
+    if (!P || !ops || !args || !numbers || !nOps) return INTERP_E_ARGS;
+    if (!interp_store_ok(S)) return INTERP_E_STORE;
+    return interp_host_any(P, ops, args, numbers, nOps, nTemp1, nTemp3, 0, &S, scratch, scratchElems, N,
+                           nBlocks, off_cm1, off_cm2, off_cm3, 0, nStages, nCustom, 1, openings, nOpenings);
+}
+
+// Launch the interpreter for Q (device pointers; `openings` is a HOST array of openingPoints values).
+// scratch: temps in global memory, grid * (nTemp1 + 3 nTemp3) * blk elements (grid is lowered to fit).
+// err: optional device int the kernel ORs INTERP_ERR_* bits into. Returns 0, INTERP_E_* (< 0) or a
+// cudaError_t (> 0) from the launch. The launch is asynchronous on `stream`.
+EXPS_EXPORT int interp_launch(const StepsParams* d_params, const uint8_t* d_ops, const uint16_t* d_args,
+                              const uint64_t* d_numbers, uint32_t nOps, uint32_t nTemp1, uint32_t nTemp3,
+                              uint64_t* q, uint64_t* scratch, uint64_t scratchElems, uint64_t NExt,
+                              uint64_t nBlocks, uint64_t off_cm1, uint64_t off_cm2, uint64_t off_cm3,
+                              uint64_t off_zi, int nStages, int nCustom, int blowup, const int64_t* openings,
+                              int nOpenings, unsigned flags, int* d_err, cudaStream_t stream) {
+    if (!d_params || !d_ops || !d_args || !d_numbers || !q || !nOps) return INTERP_E_ARGS;
+    return interp_launch_any(d_params, d_ops, d_args, d_numbers, nOps, nTemp1, nTemp3, q, 0, scratch,
+                             scratchElems, NExt, nBlocks, off_cm1, off_cm2, off_cm3, off_zi, nStages, nCustom,
+                             blowup, openings, nOpenings, flags, d_err, stream);
+}
+
+// Launch the interpreter for one trace-domain expression (spec §4): N rows of the trace domain
+// (strides = openingPoints, stage 1 from P->trace, const from pConstPolsAddress), stored into `dest`
+// as exps_launch_expr(expId, P, dest, N, destDomain, off_cm1..3, mode, scalar, stagePos, _, destDim,
+// destExpr) stores it; num1 as the generated kernel's. Same scratch, grid and return codes as
+// interp_launch, plus INTERP_E_STORE for a mode / destDim exps_launch_expr never computes.
+EXPS_EXPORT int interp_expr_launch(const StepsParams* d_params, const uint8_t* d_ops, const uint16_t* d_args,
+                                   const uint64_t* d_numbers, uint32_t nOps, uint32_t nTemp1, uint32_t nTemp3,
+                                   uint64_t* dest, uint64_t* scratch, uint64_t scratchElems, uint64_t N,
+                                   uint64_t nBlocks, uint64_t off_cm1, uint64_t off_cm2, uint64_t off_cm3,
+                                   int nStages, int nCustom, const int64_t* openings, int nOpenings,
+                                   uint64_t destDomain, uint64_t mode, uint64_t scalar, uint64_t stagePos,
+                                   uint64_t destDim, unsigned destExpr, unsigned num1, unsigned flags,
+                                   int* d_err, cudaStream_t stream) {
+    const InterpStore S = {dest, destDomain, stagePos, destDim, mode, scalar, destExpr, num1};
+    if (!d_params || !d_ops || !d_args || !d_numbers || !nOps) return INTERP_E_ARGS;
+    if (!interp_store_ok(S)) return INTERP_E_STORE;
+    return interp_launch_any(d_params, d_ops, d_args, d_numbers, nOps, nTemp1, nTemp3, 0, &S, scratch,
+                             scratchElems, N, nBlocks, off_cm1, off_cm2, off_cm3, 0, nStages, nCustom, 1,
+                             openings, nOpenings, flags, d_err, stream);
+}
+
+// Registers / local memory of a kernel as the driver reports them (after the module loaded):
+// which 0 = the Q kernel, 1 = the trace-domain expression kernel.
+EXPS_EXPORT int interp_kernel_attrs_of(int which, int* regs, int* local_bytes, int* max_threads) {
+#ifdef __CUDACC__
+    cudaFuncAttributes a;
+    cudaError_t e = cudaFuncGetAttributes(&a, which ? (const void*)interp_expr_kernel : (const void*)interp_q_kernel);
+    if (e != cudaSuccess) return (int)e;
+    *regs = a.numRegs;
+    *local_bytes = (int)a.localSizeBytes;
+    *max_threads = a.maxThreadsPerBlock;
+#else
+    (void)which;
     *regs = 0;
     *local_bytes = 0;
     *max_threads = INTERP_BLOCK;
+#endif
     return 0;
 }
-#endif
+
+EXPS_EXPORT int interp_kernel_attrs(int* regs, int* local_bytes, int* max_threads) {
+    return interp_kernel_attrs_of(0, regs, local_bytes, max_threads);
+}
 
 // The launch configuration interp_launch uses on the GPU: grid, block, staged, tmp_shared, shared bytes.
 EXPS_EXPORT int interp_config(uint32_t nOps, uint32_t nTemp1, uint32_t nTemp3, uint64_t scratchElems,
