@@ -230,8 +230,12 @@ def table_rows(results: list[Json]) -> list[list[str]]:
     rows = []
     for r in results:
         if r.get("gen_ms") is None:
-            rows.append([r["air"], "-", str(r.get("exprs_timed", 0)), str(r.get("launches_timed", 0))]
-                        + ["-"] * 5 + [r.get("status", "?")])
+            status = r.get("status", "?")
+            if status == "ok" and r.get("note"):
+                status = r["note"]
+            rows.append([r["air"], f"2^{r['rows']}" if "rows" in r else "-",
+                         f"{r.get('exprs_timed', 0)}/{r.get('exprs_covered', '?')}", str(r.get("launches_timed", 0))]
+                        + ["-"] * 5 + [status])
             continue
         rows.append([r["air"], f"2^{r['rows']}", f"{r['exprs_timed']}/{r['exprs_covered']}",
                      str(r["launches_timed"]), _fmt(r["gen_ms"]), _fmt(r["interp_ms"]), _fmt(r["floor_ms"]),
