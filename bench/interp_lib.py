@@ -252,8 +252,9 @@ def host_q(lib: ctypes.CDLL, si: Json, bc: Bytecode, lay: QLayout, aux: np.ndarr
 class TraceLayout:
     """Where a trace-domain expression's inputs are, in elements (u64), as the prover lays out the
     non-extended sections (spec §2.3, §2.4): one ``aux`` holding ``cm1 | cm2 | cm3`` with ``n`` rows
-    per column (ColMajor); ``trace`` = ``aux + off_cm[1]``; the const columns (``pConstPolsAddress``,
-    ``n`` rows each) apart; the scalar buffers as :class:`QLayout`'s."""
+    per column (ColMajor) after one column of ``n`` words that stands for what precedes them in the
+    prover's aux_trace (so ``trace`` = ``aux + off_cm[1]`` is not ``aux_trace``); the const columns
+    (``pConstPolsAddress``, ``n`` rows each) apart; the scalar buffers as :class:`QLayout`'s."""
 
     n: int
     cols: dict[int, int]
@@ -265,7 +266,7 @@ class TraceLayout:
     @classmethod
     def of(cls, si: Json, n: int) -> "TraceLayout":
         q = QLayout.of(si, n)
-        off, pos = {}, 0
+        off, pos = {}, n
         for s, c in q.cols.items():
             off[s] = pos
             pos += c * n
