@@ -131,9 +131,10 @@ def fake_cupy() -> types.ModuleType:
 class HostHooks(R.Hooks):
     """Host builds of the interpreter and of each AIR's generated kernel."""
 
-    def __init__(self, workdir: Path):
+    def __init__(self, workdir: Path, chunk: int | None = None):
         self.workdir = Path(workdir)
         self.cache: dict[str, Path] = {}
+        self.chunk = chunk          # ops per chunk of every kernel (None: hostcheck's default)
 
     def has_kernel(self, placement) -> bool:
         from codegen.coverage import cover
@@ -157,7 +158,7 @@ class HostHooks(R.Hooks):
         cov = cover(si, ei)
         if cov.air_skip or cov.q is None:
             raise RuntimeError(f"no generated kernel: {cov.air_skip}")
-        so = build_host_library(render(kernel_source(air.key, cov)), self.workdir / air.key)
+        so = build_host_library(render(kernel_source(air.key, cov, self.chunk)), self.workdir / air.key)
         self.cache[air.key] = so
         return so
 
@@ -176,11 +177,16 @@ def main(argv: list[str] | None = None) -> int:
     """`[run|exprs] ARGS...`: bench/run.py (the default) or bench/exprs.py with ARGS, emulated."""
     argv = list(sys.argv[1:] if argv is None else argv)
     script = argv.pop(0) if argv and argv[0] in ("run", "exprs") else "run"
+    chunk = None
+    if "--emu-chunk" in argv:       # ops per chunk of the emulated kernels (0 = one kernel)
+        i = argv.index("--emu-chunk")
+        chunk = int(argv[i + 1])
+        del argv[i: i + 2]
     saved = sys.modules.get("cupy"), R.HOOKS
     sys.modules["cupy"] = fake_cupy()
     try:
         with tempfile.TemporaryDirectory(prefix="bench-cpu-") as d:
-            R.HOOKS = HostHooks(Path(d))
+            R.HOOKS = HostHooks(Path(d), chunk)
             if script == "exprs":
                 from bench import exprs as X
                 return X.main(argv)

@@ -54,7 +54,36 @@ EDGE = (0, 1, 2, 3, EPS - 1, EPS, EPS + 1, P - 2, P - 1, P, P + 1, P + 2, 1 << 6
 POISON = 0xDEC0DEDDEC0DEDDE
 POISON2 = 0xBADC0FFEE0DDF00D
 N_BLOCKS = 512          # grid of the interpreter (and of the generated kernels)
-GEN_WAVE = 512 * 256    # rows per wave of a chunked generated kernel at its largest grid
+GEN_WAVE = 512 * 256    # rows per wave of a chunked kernel under v0.1.0's launcher (512-block cap)
+AMPLE_WORDS = 1 << 29   # "ample" scratch: every row in one wave, or at most 4 GiB of it
+
+
+def ample_scratch(slots: int, n_ext: int) -> int:
+    """Scratch words given as "ample": the whole domain in one wave when it fits in AMPLE_WORDS,
+    else as many rows as do (and never less than v0.1.0's 512-block wave)."""
+    rows = min(n_ext, max(GEN_WAVE, AMPLE_WORDS // max(slots, 1)))
+    return max(slots, 1) * rows
+
+
+def prover_scratch(si: Json, ei: Json, starkinfo: Path) -> tuple[int | None, str]:
+    """The scratch the GPU prover gives exps_launch (spec §5): the tmp1 + tmp3 + destVals region,
+    (nTmp1 + 3 (nTmp3 + 2)) x nrowsPack 256 x maxNBlocks 512 (pil2-stark StarkInfo::
+    setMemoryExpressions, when memory does not force smaller), nTmp1/nTmp3 from the AIR's .bin
+    header, else from the bytecode of every expression."""
+    bin_path = Path(str(starkinfo)[: -len(".starkinfo.json")] + ".bin")
+    if bin_path.is_file():
+        from codegen.check.binfile import read_bin
+        b = read_bin(bin_path)
+        t1, t3, src = b.max_tmp1, b.max_tmp3, ".bin"
+    else:
+        try:
+            bcs, _, _ = BC.compile_bin(si, ei)
+        except BC.BytecodeError:
+            return None, "no bytecode"
+        t1 = max((x.n_temp1 for x in bcs.values()), default=0)
+        t3 = max((x.n_temp3 for x in bcs.values()), default=0)
+        src = "bytecode"
+    return (t1 + 3 * (t3 + 2)) * 256 * 512, src
 
 Json = dict[str, Any]
 
@@ -200,19 +229,44 @@ def table_rows(results: list[dict]) -> list[list[str]]:
     return out
 
 
-def launches(chunks: int | None, min_scratch: int, n_ext: int) -> int | None:
-    """Kernel launches of one exps_launch at n_ext rows with ample scratch (grid 512: GEN_WAVE rows a
-    wave): 1 for a single kernel, chunks x waves otherwise."""
+def launches(chunks: int | None, min_scratch: int, n_ext: int, scratch_elems: int | None = None,
+             cap_blocks: int | None = None) -> int | None:
+    """Kernel launches of one exps_launch at n_ext rows: 1 for a single kernel, chunks x waves
+    otherwise; a wave is scratch_elems / (slots x 256) blocks of 256 rows (at most every row; with
+    `cap_blocks`, at most that: v0.1.0's launcher capped it at 512). scratch_elems None: 512 blocks."""
     if chunks is None:
         chunks = 1 if min_scratch == 0 else None
     if chunks is None:
         return None
-    return 1 if chunks == 1 else chunks * -(-n_ext // GEN_WAVE)
+    if chunks == 1:
+        return 1
+    all_blocks = -(-n_ext // 256)
+    if scratch_elems is None:
+        grid = 512
+    elif min_scratch:
+        grid = max(1, scratch_elems // min_scratch)
+    else:
+        grid = all_blocks
+    grid = min(grid, all_blocks, cap_blocks or all_blocks)
+    return chunks * -(-n_ext // (grid * 256))
 
 
 BA_HEAD = ["AIR", "ops", "before chunks/slots", "after chunks/slots", "before regs", "after regs",
            "before ms", "after ms", "speed-up", "before Gmul/s", "after Gmul/s", "after floor/gen",
+           "launches before/after", "prover scratch: before ms", "after ms", "speed-up",
            "launches before/after", "bit-identical"]
+
+
+def _prover_cells(r: dict) -> list[str]:
+    """Before / after ms, speed-up and launches with the scratch the prover gives (chunked only;
+    "=" where both are single kernels, which take no scratch)."""
+    bp, gp = r.get("before_prover_ms"), r.get("gen_prover_ms")
+    if bp is None and gp is None:
+        return ["="] * 4
+    b, g = bp if bp is not None else r["before_ms"], gp if gp is not None else r["gen_ms"]
+    return [_fmt(b), _fmt(g), f"{b / g:.2f}x",
+            f"{r.get('before_launches_prover') or r.get('before_launches', '?')}/"
+            f"{r.get('launches_prover') or r.get('launches', '?')}"]
 
 
 def before_after_rows(results: list[dict]) -> list[list[str]]:
@@ -224,7 +278,7 @@ def before_after_rows(results: list[dict]) -> list[list[str]]:
         out.append([r["air"], str(r["ops"]), r.get("before_chunks_slots", "?"), r["chunks_slots"],
                     r.get("before_regs", "?"), r["regs"], _fmt(b), _fmt(g), f"{b / g:.2f}x",
                     f"{r['before_gmul_s']:.0f}", f"{r['gmul_s']:.0f}", _pct(r["floor_ms"] / g),
-                    f"{r.get('before_launches', '?')}/{r.get('launches', '?')}",
+                    f"{r.get('before_launches', '?')}/{r.get('launches', '?')}", *_prover_cells(r),
                     "yes" if r.get("identical") else "NO"])
     return out
 
@@ -615,7 +669,7 @@ def bench_air(g: Gpu, ilib: ctypes.CDLL, air: Air, a, bandwidth: float, interp_r
 
     # ---- full size
     def need(lay: IL.QLayout) -> int:
-        return (lay.input_bytes() + 2 * 3 * 8 * lay.n_ext + 8 * gen_slots * GEN_WAVE
+        return (lay.input_bytes() + 2 * 3 * 8 * lay.n_ext + 8 * ample_scratch(gen_slots, lay.n_ext)
                 + 8 * itp.scratch_elems(lay.n_ext))
     rows = rows_that_fit(g, lambda n: IL.QLayout.of(si, n), a.rows, need)
     n = 1 << rows
@@ -629,9 +683,11 @@ def bench_air(g: Gpu, ilib: ctypes.CDLL, air: Air, a, bandwidth: float, interp_r
     sets = [InputSet(g, lay, seed + 101 * k) for k in range(n_sets)]
     q_gen = cp.full(3 * n, np.uint64(POISON), dtype=cp.uint64)
     q_int = cp.full(3 * n, np.uint64(POISON2), dtype=cp.uint64)
-    gscr = cp.empty(gen_slots * GEN_WAVE, dtype=cp.uint64)
+    gscr = cp.empty(ample_scratch(gen_slots, n), dtype=cp.uint64)
     iscr = cp.empty(max(itp.scratch_elems(n), 1), dtype=cp.uint64)
     offs = lay.offsets()
+    p_elems, p_src = prover_scratch(si, ei, air.starkinfo)
+    res.update({"ample_scratch": int(gscr.size), "prover_scratch": p_elems, "prover_scratch_from": p_src})
     res.update({"rows": rows, "n_ext": n, "input_sets": n_sets, "input_bytes": lay.input_bytes(),
                 "columns_read": len(cols), "interp_config": itp.config(n, iscr.size, 0)})
     smem_cfg = itp.config(n, iscr.size, IL.TMP_SHARED)
@@ -647,6 +703,18 @@ def bench_air(g: Gpu, ilib: ctypes.CDLL, air: Air, a, bandwidth: float, interp_r
 
     def run_before(k: int, q=q_gen) -> None:
         bgen.launch(sets[k].steps, int(q.data.ptr), int(gscr.data.ptr), gscr.size, n, offs)
+
+    # the prover's scratch (no more than the buffer: beyond it the wave is every row anyway)
+    p_use = min(p_elems, int(gscr.size)) if p_elems else None
+
+    def run_gen_p(k: int, q=q_gen) -> None:
+        gen.launch(sets[k].steps, int(q.data.ptr), int(gscr.data.ptr), p_use, n, offs)
+
+    def run_before_p(k: int, q=q_gen) -> None:
+        bgen.launch(sets[k].steps, int(q.data.ptr), int(gscr.data.ptr), p_use, n, offs)
+
+    chunked = (gen.min_scratch > 0 or (info.chunks or 1) > 1
+               or (bgen is not None and (bgen.min_scratch > 0 or (binfo.chunks or 1) > 1)))
 
     run_gen(0)
     run_int(0)
@@ -670,6 +738,14 @@ def bench_air(g: Gpu, ilib: ctypes.CDLL, air: Air, a, bandwidth: float, interp_r
             errs.append(f"generated != before on {int(diff.size)} of {3 * n} words")
             identical = False
         del q_b
+    if p_use is not None and chunked and gen.min_scratch <= p_use:
+        q_p = cp.full(3 * n, np.uint64(POISON2), dtype=cp.uint64)
+        run_gen_p(0, q_p)
+        g.sync()
+        if not bool(cp.array_equal(q_p, q_int)):
+            errs.append("generated with the prover's scratch != interpreter")
+            identical = False
+        del q_p
     if do_smem:
         q_s = cp.full(3 * n, np.uint64(POISON), dtype=cp.uint64)
         run_int(0, q_s, IL.TMP_SHARED)
@@ -689,12 +765,22 @@ def bench_air(g: Gpu, ilib: ctypes.CDLL, air: Air, a, bandwidth: float, interp_r
     t_smem = g.time(lambda k: run_int(k, flags=IL.TMP_SHARED), a.warmup, a.reps, n_sets) if do_smem else []
     t_gen_b = g.time(run_gen, a.warmup, a.reps, n_sets)
     t_bef_b = g.time(run_before, a.warmup, a.reps, n_sets) if bgen is not None else []
+    if p_use is not None and chunked:     # single kernels take no scratch: same as above
+        fits = gen.min_scratch <= p_use
+        t_gp = g.time(run_gen_p, a.warmup, a.reps, n_sets) if fits else []
+        t_bp = (g.time(run_before_p, a.warmup, a.reps, n_sets)
+                if bgen is not None and bgen.min_scratch <= p_use else [])
+        res.update({"gen_prover_ms": median_ms(t_gp) if t_gp else None,
+                    "before_prover_ms": median_ms(t_bp) if t_bp else None,
+                    "launches_prover": launches(info.chunks, gen.min_scratch, n, p_use) if fits else None,
+                    "before_launches_prover": (launches(binfo.chunks, bgen.min_scratch, n, p_use, 512)
+                                               if t_bp else None)})
     gen_ms = median_ms(t_gen_a + t_gen_b)
     if bgen is not None:
         bms = median_ms(t_bef_a + t_bef_b)
         res.update({"before_ms": bms, "before_ms_runs": t_bef_a + t_bef_b,
                     "before_gmul_s": bc.muls_per_row() * n / (bms * 1e-3) / 1e9,
-                    "before_launches": launches(binfo.chunks, bgen.min_scratch, n)})
+                    "before_launches": launches(binfo.chunks, bgen.min_scratch, n, int(gscr.size), 512)})
     m_a, m_b = median_ms(t_gen_a), median_ms(t_gen_b)
     res.update({
         "gen_ms": gen_ms, "gen_ms_runs": t_gen_a + t_gen_b,
@@ -702,7 +788,7 @@ def bench_air(g: Gpu, ilib: ctypes.CDLL, air: Air, a, bandwidth: float, interp_r
         "interp_ms": median_ms(t_int), "interp_ms_runs": t_int,
         "interp_smem_ms": median_ms(t_smem) if t_smem else None, "interp_smem_ms_runs": t_smem,
         "floor_ms": floor_ms(len(cols), n, bandwidth),
-        "launches": launches(info.chunks, gen.min_scratch, n),
+        "launches": launches(info.chunks, gen.min_scratch, n, int(gscr.size)),
         "gmul_s": bc.muls_per_row() * n / (gen_ms * 1e-3) / 1e9,
         "interp_gmul_s": bc.muls_per_row() * n / (median_ms(t_int) * 1e-3) / 1e9,
         "identical": identical and not errs, "errors": errs,

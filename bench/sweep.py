@@ -8,8 +8,8 @@ choice against the sweep's fastest. Also prints the raw data the cost model is c
     python3 bench/sweep.py --pk provingkey-sample --pk .pk/*/provingKey --rows 22 --out $OUT
 
 `--waves 132,264,512,...` also times every chunked kernel at each wave size (blocks of 256 rows per
-wave, set through the scratch size: the sweep's launchers are built with EXPS_WAVE_FROM_SCRATCH,
-which lifts the 512-block cap), the data the launch shape and the cost model are chosen on.
+wave, set through the scratch size the launcher is given), the data the launch shape and the cost
+model are chosen on.
 """
 from __future__ import annotations
 
@@ -47,7 +47,6 @@ def build_so(key, q, opc, work: Path, cache):
     pl = ks.plan
     d = work / f"{key}_{opc}"
     files = render(ks)
-    files[f"{key}_abi.cu"] = "#define EXPS_WAVE_FROM_SCRATCH 1\n" + files[f"{key}_abi.cu"]
     tus = stage_sources(files, d / "src")
     got = compile_tus(tus, d / "obj", compile_options(ARCHS), cache, None, jobs=1)
     regs, spills = chunk_stats(key, pl, [r for _, r, _ in got.values()])

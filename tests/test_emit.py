@@ -577,7 +577,7 @@ def run_end_to_end(si_json: dict, ei_json: dict, n_trace: int, opc: int) -> host
         lib = hostcheck._load(hostcheck.build_host_library(render(ks), Path(d)))
         res = hostcheck.check_kernel(si, si_json, ei_json, ks, lib, seed=7)
     assert res.mismatches == []
-    assert res.q_words == 3 * 1024 * (2 if chunked else 1)
+    assert res.q_words == 3 * 1024 * (3 if chunked else 1)
     want_checks = 13 * len(cov.exprs)       # hostcheck.EXPR_CASES (12) + one N == 0 call each
     assert res.expr_checks == want_checks
     return res

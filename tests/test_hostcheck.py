@@ -205,17 +205,18 @@ def test_corrupted_expression_is_detected_in_every_mode() -> None:
 
 def test_corrupted_scratch_slot_is_detected() -> None:
     """Chunked (1 op per chunk): storing the crossing value into the wrong slot is caught under
-    both scratch sizes (the load then reads poison)."""
+    all three scratch sizes (the load then reads poison)."""
     si, ks, files = _neg_setup(opc=1)
     assert ks.plan.n_chunks == 2 and ks.plan.total_slots == 1
     q = files["neg_q0.cu"]
     store = "scratch[0 * wave + lo] = v0;"
     assert q.count(store) == 1
     control = _check_text(files, si, SI, EI, ks)
-    assert control.mismatches == [] and control.q_words == 2 * 3 * 1024
+    assert control.mismatches == [] and control.q_words == 3 * 3 * 1024
     res = _check_text({**files, "neg_q0.cu": q.replace(store, "scratch[0 * wave + lo] = v0 + 1;")},
                       si, SI, EI, ks)
-    assert sorted(m.split(":")[0] for m in res.mismatches) == ["Q (scratch 1024)", "Q (scratch 256)"]
+    assert sorted(m.split(":")[0] for m in res.mismatches) == [
+        "Q (scratch 2048)", "Q (scratch 256)", "Q (scratch 768)"]
 
 
 def test_sample_add_to_sub_is_detected() -> None:
@@ -442,4 +443,4 @@ def test_host_check_at_the_tuners_chunking(which: str, tmp_path: Path) -> None:
     assert res.mismatches == []
     q_words, checks, words = _expected_counts(si, cov)
     n_ext = min(max(1 << si.n_bits_ext, 1024), 1 << 13)
-    assert (res.q_words, res.expr_checks, res.expr_words) == (2 * 3 * n_ext, checks, words)
+    assert (res.q_words, res.expr_checks, res.expr_words) == (3 * 3 * n_ext, checks, words)

@@ -283,7 +283,10 @@ def check_kernel(si: StarkInfo, si_json: dict, ei_json: dict, ks: KernelSource, 
     # ---- Q
     want = reference.eval_q(si_json, ei_json, buf.domain(si, True, n_ext))
     slots = ks.plan.total_slots
-    for scratch_elems in ({max(slots, 1) * n_ext, max(slots, 1) * 256} if ks.plan.n_chunks > 1 else {0}):
+    # chunked: scratch for more than every row (the wave stops at NExt), 3 blocks (a partly filled
+    # last wave unless NExt / 256 is a multiple of 3) and 1 block (one wave per 256 rows)
+    w = max(slots, 1)
+    for scratch_elems in ((2 * w * n_ext, 3 * w * 256, w * 256) if ks.plan.n_chunks > 1 else (0,)):
         q = mem.put(np.full(3 * n_ext, POISON, dtype=np.uint64))
         scratch = mem.put(np.full(max(scratch_elems, 1), POISON, dtype=np.uint64))
         lib.exps_launch(steps, mem.ptr(q), mem.ptr(scratch), scratch_elems, n_ext,
