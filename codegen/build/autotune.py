@@ -10,10 +10,13 @@ Cost model (per row, in units of one base-field multiplication; constants in `Co
     sum over chunks c of  weight(ops of c) / eff(occupancy(regs_c))
   + (scratch words loaded + stored) * WORD
   + chunks * CHUNK
+  + launches per row * LAUNCH
 weight = multiplications (3x3 = 6, 3x1 = 3, 1x1 = 1) + ADD per add/sub component.
 eff(occ) = min(1, occ / OCC_SAT): below OCC_SAT the SMs cannot hide the latency of the long
-dependent multiply chains, so time grows as 1 / occupancy (anchors-h200.md: 255 registers at 12.5%
-occupancy ran 2.85x slower than 72-80 registers at 37.5%).
+dependent multiply chains, so time grows as 1 / occupancy.
+launches per row: a single kernel is one launch over ROWS rows; a chunked plan launches every chunk
+once per wave, and a wave is as many rows as the prover's scratch holds (SCRATCH_WORDS / slots,
+at most ROWS): so the launch term also charges a plan for its scratch slots.
 """
 from __future__ import annotations
 
@@ -40,13 +43,20 @@ BLOCK = 256
 
 @dataclass(frozen=True)
 class CostModel:
-    """Calibrated on an H200 (bench/data/sweep-h200-all.json: 41 AIRs x up to 11 chunkings at
-    2^22 rows; docs/BENCHMARKS.md). Units: one base-field multiplication per row."""
+    """Calibrated on an H200 (bench/data/sweep-waves-h200.json: 19 AIRs of >= 60 Q ops x up to 9
+    chunkings x 11 wave sizes at 2^22 rows, 873 timings, this arithmetic; `bench/fit_cost.py`
+    refits it; docs/BENCHMARKS.md). Units: one base-field multiplication per row (1.83 ps on the
+    H200 at full efficiency)."""
 
     ADD: float = 0.1           # a base-field add/sub, relative to a multiplication
-    WORD: float = 0.0          # a scratch word stored or loaded (L2-resident waves: ~free)
-    CHUNK: float = 40.0        # fixed cost of one chunk kernel per row (prologue, addressing)
-    OCC_SAT: float = 0.5       # occupancy above which more resident threads stop helping
+    WORD: float = 0.41         # a scratch word stored or loaded
+    CHUNK: float = 0.21        # per-row cost of one more chunk kernel (prologue, addressing)
+    OCC_SAT: float = 0.3125    # occupancy above which more resident threads stop helping
+    LAUNCH: float = 2.27e6     # one kernel launch with its ramp and tail (4.2 us)
+    ROWS: int = 1 << 22        # rows of the extended domain the model is evaluated at
+    #: scratch the GPU prover gives exps_launch: (nTmp1 + 3 (nTmp3 + 2)) x 256 x 512 words, for
+    #: the typical real AIR's nTmp1 = 1, nTmp3 = 4 (../shared/pk: 16-20 words per row)
+    SCRATCH_WORDS: int = 19 * 256 * 512
 
 
 #: base-field multiplications of an op (3x3 extension multiply = 6, 3x1 = 3, as the anchors)
@@ -115,6 +125,21 @@ def scratch_words(ir: KernelIR, pl: Plan) -> int:
     return loads + stores
 
 
+def wave_rows(pl: Plan, m: CostModel = CostModel()) -> int:
+    """Rows per wave of a chunked plan under the prover's scratch (templates/abi.cu.j2): as many
+    256-row blocks as SCRATCH_WORDS holds at the plan's slots, at least one, at most ROWS."""
+    if pl.total_slots == 0:
+        return m.ROWS
+    blocks = max(1, m.SCRATCH_WORDS // (pl.total_slots * 256))
+    return min(m.ROWS, blocks * 256)
+
+
+def launches_per_row(pl: Plan, m: CostModel = CostModel()) -> float:
+    if pl.n_chunks == 1:
+        return 1.0 / m.ROWS
+    return pl.n_chunks * math.ceil(m.ROWS / wave_rows(pl, m)) / m.ROWS
+
+
 def cost(ir: KernelIR, pl: Plan, regs: list[int], m: CostModel = CostModel()) -> float:
     """Modelled time per row of a chunking with the given per-chunk registers."""
     t = 0.0
@@ -122,7 +147,8 @@ def cost(ir: KernelIR, pl: Plan, regs: list[int], m: CostModel = CostModel()) ->
         occ = occupancy(r)
         eff = min(1.0, occ / m.OCC_SAT) if occ > 0 else 1e-9
         t += sum(op_weight(ir.ops[i], m) for i in range(s, e)) / eff
-    return t + scratch_words(ir, pl) * m.WORD + pl.n_chunks * m.CHUNK
+    return (t + scratch_words(ir, pl) * m.WORD + pl.n_chunks * m.CHUNK
+            + launches_per_row(pl, m) * m.LAUNCH)
 
 
 @dataclass

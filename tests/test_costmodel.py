@@ -1,0 +1,66 @@
+"""The autotuner's cost model against the H200 sweep it was calibrated on (issue #13):
+bench/data/sweep-waves-h200.json holds every chunking of every AIR of >= 60 Q ops of the sample and
+../shared/pk, timed at 2^22 rows with their ptxas registers. Replaying tune() on those recorded
+registers must choose a chunking within 5% of the sweep's fastest, on every AIR."""
+from __future__ import annotations
+
+import glob
+import json
+from pathlib import Path
+
+import pytest
+
+from codegen.build.autotune import CostModel, launches_per_row, tune, wave_rows
+from codegen.coverage import cover
+from codegen.model import load_air
+from codegen.plan import Plan
+
+from require import require
+
+ROOT = Path(__file__).resolve().parent.parent
+SWEEP = ROOT / "bench" / "data" / "sweep-waves-h200.json"
+PK = ROOT.parent / "shared" / "pk"
+
+
+def _plan(n_chunks: int, slots: int) -> Plan:
+    return Plan(1 if n_chunks > 1 else 0, tuple((i, i + 1) for i in range(n_chunks)), n_slots1=slots)
+
+
+def test_wave_and_launches_follow_the_provers_scratch() -> None:
+    m = CostModel()
+    assert m.SCRATCH_WORDS == 19 * 256 * 512 and m.ROWS == 1 << 22
+    assert wave_rows(_plan(4, 19), m) == 512 * 256               # 19 slots: 512 blocks
+    assert wave_rows(_plan(4, 38), m) == 256 * 256               # twice the slots: half the wave
+    assert wave_rows(_plan(4, 0), m) == 1 << 22                  # no scratch: one wave
+    assert wave_rows(_plan(4, 10 ** 7), m) == 256                # never less than one block
+    assert launches_per_row(_plan(4, 19), m) == 4 * 32 / (1 << 22)
+    assert launches_per_row(_plan(1, 0), m) == 1 / (1 << 22)
+
+
+def _irs() -> dict:
+    require("pk")
+    irs = {}
+    for pk in [ROOT / "provingkey-sample", *sorted(PK.glob("*/provingKey"))]:
+        for p in sorted(glob.glob(f"{pk}/**/*.starkinfo.json", recursive=True)):
+            si, ei = load_air(p, p.replace("starkinfo", "expressionsinfo"))
+            cov = cover(si, ei)
+            if cov.q:
+                irs.setdefault(si.name, cov.q)
+    return irs
+
+
+def test_tuner_replayed_on_the_h200_sweep_is_within_5_percent() -> None:
+    d = json.loads(SWEEP.read_text())
+    irs = _irs()
+    airs = sorted({r["air"] for r in d["results"]})
+    assert len(airs) == 19
+    ratios = {}
+    for air in airs:
+        rs = {r["ops_per_chunk"]: r for r in d["results"] if r["air"] == air}
+        q = irs[air.split("/")[-1]]
+        t = tune(q, lambda pl: (rs[pl.ops_per_chunk]["regs"], rs[pl.ops_per_chunk]["spills"])
+                 if pl.ops_per_chunk in rs else ([256] * pl.n_chunks, 1))
+        best = min((r for r in rs.values() if not r["spills"]), key=lambda r: r["ms"])
+        ratios[air] = rs[t.ops_per_chunk]["ms"] / best["ms"]
+    assert max(ratios.values()) <= 1.05, ratios
+    assert sum(ratios.values()) / len(ratios) <= 1.01, ratios
