@@ -19,7 +19,7 @@ from codegen.ir import KernelIR  # noqa: E402
 from codegen.plan import plan  # noqa: E402
 from codegen.build.actions import stage_sources, chunk_stats, compile_options, compile_tus  # noqa: E402
 from codegen.build.cache import ObjectCache  # noqa: E402
-from codegen.emit import KernelSource, render  # noqa: E402
+from codegen.emit import KernelSource, render_parts  # noqa: E402
 from codegen.coverage import cover  # noqa: E402
 from codegen.model import load_air  # noqa: E402
 
@@ -47,7 +47,7 @@ def run(search, q, archs, label):
     stats = {"tus": 0, "seconds": 0.0}
 
     def compile_plan(pl):
-        files = {n: t for n, t in render(KernelSource("k", q, pl, [], "0" * 64)).items() if "_q" in n[1:]}
+        files = {n: t for n, t in render_parts(KernelSource("k", q, pl, [], "0" * 64)).items() if "_q" in n[1:]}
         d = work / f"p{pl.ops_per_chunk}"
         t = time.monotonic()
         got = compile_tus(stage_sources(files, d), d / "obj", compile_options(archs), cache, [])

@@ -23,6 +23,9 @@ TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 COMMON_HEADER = "gen_common.cuh"
 #: TUs hold about this many ops, so nvcc runs in parallel on large kernels
 TU_OPS = 4000
+#: what one trace-domain expression weighs in a TU besides its ops: its store modes (both inverses,
+#: inlined in its kernel) cost ptxas about as much as this many Q ops
+STORE_OPS = 100
 
 OP_C = {
     ("add", "11"): "gl_add({a}, {b})",
@@ -219,7 +222,45 @@ KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,219}")
 
 
 def render(ks: KernelSource, tu_ops: int = TU_OPS) -> dict[str, str]:
-    """All translation units of a kernel: `<key>_q<k>.cu`, `<key>_x<k>.cu`, `<key>_abi.cu`."""
+    """The translation units of a kernel: its parts (`render_parts`) packed in order into TUs of
+    at most ~tu_ops ops (`pack`). A small kernel is ONE TU, `<key>_q0_x0_abi.cu`: one nvcc run,
+    one host pass and one fatbinary instead of three (issue #15); a large one keeps its parts
+    apart (`<key>_q<k>.cu`, ...), so its compiles run in parallel and stay linear in ops."""
+    parts = render_parts(ks, tu_ops)
+    x_groups = _groups([len(x.ir.ops) for x in ks.exprs], tu_ops) if ks.exprs else []
+    weights = {f"{ks.key}_q{g}.cu": sum(b - a for a, b in (ks.plan.chunks[c] for c in idx))
+               for g, idx in enumerate(_groups([b - a for a, b in ks.plan.chunks], tu_ops))}
+    weights.update({f"{ks.key}_x{g}.cu": sum(len(ks.exprs[i].ir.ops) + STORE_OPS for i in idx)
+                    for g, idx in enumerate(x_groups)})
+    return pack(ks.key, parts, weights, tu_ops)
+
+
+def pack(key: str, parts: dict[str, str], weights: dict[str, int], tu_ops: int = TU_OPS) -> dict[str, str]:
+    """Consecutive parts (in the given order) joined into TUs of at most tu_ops total weight; a part
+    absent from `weights` weighs 0 (the ABI) and always joins the TU before it. A TU of one part
+    keeps its name; a TU of several is `<key>_<their suffixes joined by _>.cu` (e.g.
+    `<key>_q0_x0_abi.cu`) and its text is theirs, in order: every part includes the (guarded)
+    common header and defines only its own names."""
+    groups: list[list[str]] = []
+    tot = 0
+    for n in parts:
+        w = weights.get(n, 0)
+        if not groups or (w and tot + w > tu_ops):
+            groups.append([])
+            tot = 0
+        groups[-1].append(n)
+        tot += w
+    out: dict[str, str] = {}
+    for group in groups:
+        name = group[0] if len(group) == 1 else \
+            f"{key}_" + "_".join(n[len(key) + 1:-len(".cu")] for n in group) + ".cu"
+        out[name] = "".join(parts[n] for n in group)
+    return out
+
+
+def render_parts(ks: KernelSource, tu_ops: int = TU_OPS) -> dict[str, str]:
+    """The parts of a kernel, each a valid TU: `<key>_q<k>.cu` (Q chunks of ~tu_ops ops),
+    `<key>_x<k>.cu` (expression groups), `<key>_abi.cu` (the exported C ABI), in that order."""
     e = env()
     key, ir, pl = ks.key, ks.q, ks.plan
     if not isinstance(key, str) or not KEY_RE.fullmatch(key):

@@ -155,14 +155,15 @@ def _need_toolchain(s: Settings) -> None:
         raise toolchain.ToolchainError(f"no usable GPU arch for spec {s.arch!r}")
 
 
-def _tune_action(s: Settings, key, ir_json, out, work, emit_only=False):
+def _tune_action(s: Settings, key, ir_json, out, work, emit_only=False, content=None):
     if not emit_only:
         try:
             _need_toolchain(s)
         except toolchain.ToolchainError as e:
             log.error("tune %s: %s", key, e)
             return False
-    return actions.act_tune(key, ir_json, out, work, s.archs(), s.chunk, s.slots_cap, s.launcher_argv())
+    return actions.act_tune(key, ir_json, out, work, s.archs(), s.chunk, s.slots_cap, s.launcher_argv(),
+                            content, s.hashed())
 
 
 def _cc_action(s: Settings, key, manifest, obj_dir, out, so_paths, airs):
@@ -247,7 +248,7 @@ def exps_tasks(s: Settings, emit_only: bool = False):
                    "targets": [str(ir_json)], "uptodate": [config_changed(cfg_ir)], "clean": True}
         yield {"basename": s.stage("tune"), "name": key,
                "actions": [(_tune_action, [s, key, str(ir_json), str(tune_json), str(kd / "probe"),
-                                           emit_only])],
+                                           emit_only, first.content])],
                "file_dep": [str(ir_json)], "targets": [str(tune_json)],
                "uptodate": [lazy_config_changed(lambda: {
                    "emitter": EMITTER_VERSION, "chunk": s.chunk, "slots_cap": s.slots_cap,

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -68,6 +69,53 @@ def test_search_finds_model_optimum_with_few_probes():
     assert log == [p.ops_per_chunk for p in res.probes]
 
 
+def test_search_stops_when_no_untried_plan_can_win():
+    """Issue #15: the search stops once every untried candidate's cost at full occupancy
+    (`floor_cost`, a lower bound of its cost at any registers) is no better than the best measured.
+    Tiny (39 ops) at 40 registers: the single kernel costs W + CHUNK, the 2-chunk plan at least
+    W + 2 CHUNK: one probe."""
+    q = q_of(TINY)
+    log: list[int] = []
+    res = at.tune(q, fake_compiler(lambda n: 40, log=log))
+    assert log == [0] and res.ops_per_chunk == 0 and [p.ops_per_chunk for p in res.probes] == [0]
+    two = plan(q, 32)
+    assert at.floor_cost(q, two) >= res.probes[0].cost
+    assert all(at.floor_cost(q, two) <= at.cost(q, two, [r] * two.n_chunks) for r in (1, 40, 64, 72, 128, 255))
+    # at 255 registers the single kernel leaves room: the 2-chunk plan is compiled (and wins)
+    log.clear()
+    res = at.tune(q, fake_compiler(lambda n: 255 if n > 32 else 40, log=log))
+    assert log == [0, 32] and res.ops_per_chunk == 32
+
+
+@pytest.mark.parametrize("base", [TINY, MEDIUM, LARGE])
+@pytest.mark.parametrize("regs_of", [lambda n: 40, lambda n: 30 + n // 2, lambda n: 24 + n // 3,
+                                     lambda n: 60 + n // 4, lambda n: 400 if n > 100 else 50 + n // 3])
+def test_stopping_early_never_changes_the_choice(monkeypatch, base, regs_of):
+    """The early stop only drops compiles that could not change the outcome: the same choice as
+    the search without it, whose probes start with the same ones."""
+    q = q_of(base)
+    short: list[int] = []
+    res = at.tune(q, fake_compiler(regs_of, log=short))
+    monkeypatch.setattr(at, "floor_cost", lambda *a, **k: -math.inf)
+    full: list[int] = []
+    ref = at.tune(q, fake_compiler(regs_of, log=full))
+    assert (res.ops_per_chunk, res.skip) == (ref.ops_per_chunk, ref.skip)
+    assert full[:len(short)] == short and len(short) <= len(full)
+
+
+def test_first_probe_is_tunes_first_compile():
+    """`first_probe` names the plan tune() compiles first, and says when the estimate expects it to
+    end the search (a build then compiles it as its final object: actions.act_tune)."""
+    for base, regs_of in ((TINY, lambda n: 40), (MEDIUM, lambda n: 30 + n // 2)):
+        q = q_of(base)
+        log: list[int] = []
+        at.tune(q, fake_compiler(regs_of, log=log))
+        plans, _ = at.candidate_plans(q)
+        assert at.first_probe(q, plans)[0] == log[0]
+    assert at.first_probe(q_of(TINY), at.candidate_plans(q_of(TINY))[0]) == (0, True)
+    assert at.first_probe(q_of(MEDIUM), at.candidate_plans(q_of(MEDIUM))[0])[1] is False
+
+
 def test_spilling_everywhere_but_the_floor_walks_down():
     q = q_of(MEDIUM)
     res = at.tune(q, fake_compiler(lambda n: 400 if n > at.FLOOR else 60, spill_above=255))
@@ -122,6 +170,40 @@ def test_small_air_gets_a_kernel_with_real_nvcc(tmp_path, monkeypatch):
     assert t["ops_per_chunk"] == 0          # one kernel: 39 ops fit easily
     assert t["probes"] and all(p["spills"] == 0 for p in t["probes"])
     assert 20 < max(t["probes"][0]["regs"]) < 128
+
+
+@needs_nvcc
+def test_small_kernel_first_probe_is_its_final_compile(tmp_path, monkeypatch):
+    """Issue #15: Tiny (39 Q ops, 2 expressions) is one TU and the estimate expects its single
+    kernel to end the search: tune compiles that TU exactly as cc will (`-c`, sm_90, the kernel's
+    real source hash) and nothing else; cc is then an object cache hit: one nvcc run in all."""
+    from codegen.build.actions import act_cc, act_emit
+    monkeypatch.setenv("EXPS_CACHE_DIR", str(tmp_path / "cache"))
+    log = tmp_path / "calls.log"
+    launcher = tmp_path / "count.sh"
+    launcher.write_text(f'#!/bin/sh\necho "$*" >> {log}\nexec "$@"\n')
+    launcher.chmod(0o755)
+    ir_json, tune_json, man = tmp_path / "ir.json", tmp_path / "tune.json", tmp_path / "k" / "manifest.json"
+    content, settings = "d" * 64, {"cap": 0, "expr_cap": 0, "slots_cap": 1 << 20}
+    act_ir("tiny", f"{TINY}.starkinfo.json", f"{TINY}.expressionsinfo.json", str(ir_json), [])
+    assert act_tune("tiny", str(ir_json), str(tune_json), str(tmp_path / "probe"), [90], None,
+                    launcher=[str(launcher)], content=content, settings=settings)
+    t = json.loads(tune_json.read_text())
+    assert t["ops_per_chunk"] == 0 and [p["ops_per_chunk"] for p in t["probes"]] == [0]
+    [probe] = log.read_text().splitlines()
+    assert " -c " in probe and "code=sm_90" in probe and probe.split()[-3].endswith("/tiny_q0_x0_abi.cu")
+    assert act_emit("tiny", str(ir_json), str(tune_json), str(man.parent / "src"), str(man), content, settings)
+    assert json.loads(man.read_text())["files"].keys() == {"tiny_q0_x0_abi.cu"}
+    assert act_cc("tiny", str(man), str(tmp_path / "k" / "obj"), str(tmp_path / "k" / "objs.json"), [90], [], [],
+                  launcher=[str(launcher)])
+    assert json.loads((tmp_path / "k" / "objs.json").read_text())["hits"] == 1
+    assert len(log.read_text().splitlines()) == 1        # cc ran no nvcc
+    # another target arch list (or no content to hash): probes are device code only, cc compiles
+    log.unlink()
+    assert act_tune("tiny", str(ir_json), str(tune_json), str(tmp_path / "probe"), [90], None,
+                    launcher=[str(launcher)])
+    [probe] = log.read_text().splitlines()
+    assert " -cubin " in probe and probe.split()[-3].endswith("/tiny_qprobe.cu")
 
 
 @needs_nvcc

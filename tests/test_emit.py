@@ -21,7 +21,7 @@ from codegen.check import hostcheck
 from codegen.sample import synth
 from require import require, requires
 from codegen.discover import discover
-from codegen.emit import OP_C, ExprKernel, KernelSource, chunk_body, render
+from codegen.emit import OP_C, STORE_OPS, TU_OPS, ExprKernel, KernelSource, chunk_body, pack, render, render_parts
 from codegen.ir import KernelIR, Leaf, Op, Val, lower
 from codegen.coverage import cover
 from codegen.model import CmPol, Expression, Operand, StarkInfo, Step, load_air, parse_expressionsinfo, \
@@ -76,23 +76,31 @@ def test_render_is_deterministic(name: str, opc) -> None:
 def test_file_names_single_kernel() -> None:
     ks = _ks("Tiny")
     assert ks.plan.n_chunks == 1
-    assert sorted(render(ks)) == ["k_tiny_abi.cu", "k_tiny_q0.cu", "k_tiny_x0.cu"]
+    parts = render_parts(ks)
+    assert list(parts) == ["k_tiny_q0.cu", "k_tiny_x0.cu", "k_tiny_abi.cu"]
+    # a small kernel is ONE TU (one nvcc run, issue #15): its parts' texts, in order
+    assert render(ks) == {"k_tiny_q0_x0_abi.cu": "".join(parts.values())}
 
 
 def test_file_names_without_expressions() -> None:
     ks = _ks("Tiny", exprs=lambda xs: [])
-    files = render(ks)
+    files = render_parts(ks)
     assert sorted(files) == ["k_tiny_abi.cu", "k_tiny_q0.cu"]
     assert "exps_launch_expr" in files["k_tiny_abi.cu"]
+    assert render(ks) == {"k_tiny_q0_abi.cu": files["k_tiny_q0.cu"] + files["k_tiny_abi.cu"]}
 
 
 def test_file_names_chunked_large() -> None:
     ks = _ks("Large", 256, passes=False)
     n = len(ks.q.ops)
     assert n == 5394 and ks.plan.n_chunks == 22
-    files = render(ks)
+    files = render_parts(ks)
     # 15 chunks of 256 ops (3840 <= TU_OPS 4000) per TU: chunks 0-14, 15-21
     assert sorted(files) == ["k_large_abi.cu", "k_large_q0.cu", "k_large_q1.cu", "k_large_x0.cu"]
+    # packed: q0 alone (3840 ops); q1 (1554 ops), the expressions (their ops + STORE_OPS each) and the ABI
+    assert 1554 + sum(len(x.ir.ops) + STORE_OPS for x in ks.exprs) <= TU_OPS
+    assert render(ks) == {"k_large_q0.cu": files["k_large_q0.cu"],
+                          "k_large_q1_x0_abi.cu": files["k_large_q1.cu"] + files["k_large_x0.cu"] + files["k_large_abi.cu"]}
     assert re.findall(r"EXPS_HD void k_large_q_c(\d+)\(", files["k_large_q0.cu"]) == [str(c) for c in range(15)]
     assert re.findall(r"EXPS_HD void k_large_q_c(\d+)\(", files["k_large_q1.cu"]) == [str(c) for c in range(15, 22)]
     # the launcher runs every chunk kernel in order
@@ -103,7 +111,7 @@ def test_file_names_chunked_large() -> None:
 def test_file_names_small_tu_limit() -> None:
     ks = _ks("Medium", 64)
     sizes = [len(x.ir.ops) for x in ks.exprs]
-    files = render(ks, tu_ops=40)
+    files = render_parts(ks, tu_ops=40)
     qn = sorted(int(m) for f in files for m in re.findall(r"^k_medium_q(\d+)\.cu$", f))
     xn = sorted(int(m) for f in files for m in re.findall(r"^k_medium_x(\d+)\.cu$", f))
     assert qn == list(range(len(qn))) and xn == list(range(len(xn)))
@@ -119,6 +127,11 @@ def test_file_names_small_tu_limit() -> None:
     assert sum(sizes) > 40 and len(xn) > 1
     abi = files["k_medium_abi.cu"]
     assert re.findall(r"if \(k_medium_x(\d+)_launch\(", abi) == [str(g) for g in xn]
+    # packed: every part over 40 ops stays alone; the ABI (weight 0) joins the last expression group
+    packed = render(ks, tu_ops=40)
+    assert list(packed) == [f for f in files if f != "k_medium_abi.cu" and f != f"k_medium_x{xn[-1]}.cu"] \
+        + [f"k_medium_x{xn[-1]}_abi.cu"]
+    assert "".join(packed.values()) == "".join(files.values())
 
 
 # ============================================================================ the op table
@@ -248,7 +261,7 @@ def test_number_literals_in_rendered_text() -> None:
         ops.append(Op("add", "11", Val(len(ops) - 1, 1), Leaf("number", 1, value=v), 1))
     ops.append(Op("mul", "11", Val(len(ops) - 1, 1), Leaf("zi", 1), 1))
     ir = KernelIR(3, True, tuple(ops))
-    text = render(KernelSource("num", ir, plan(ir, 0), [], HASH))["num_q0.cu"]
+    text = render_parts(KernelSource("num", ir, plan(ir, 0), [], HASH))["num_q0.cu"]
     found = re.findall(r"\b(\d+)ull\b", text)
     assert [int(x) for x in found] == vals
     assert all(re.fullmatch(r"0|[1-9]\d*", x) for x in found)          # decimal, no 0x / octal
@@ -338,7 +351,7 @@ ABI = ("exps_launch", "exps_min_scratch", "exps_expr_covered", "exps_launch_expr
 
 
 def test_abi_text_has_every_entry_point() -> None:
-    abi = render(_ks("Medium"))["k_medium_abi.cu"]
+    abi = render_parts(_ks("Medium"))["k_medium_abi.cu"]
     for name in ABI:
         assert re.search(rf"EXPS_EXPORT [^;{{]*\b{name}\(", abi), name
     assert 'extern "C" {' in abi
@@ -430,14 +443,15 @@ def test_render_40000_op_q(tmp_path: Path, capsys) -> None:
         print(f"\n[emit] render of a {len(cov.q.ops)}-op Q ({ks.plan.n_chunks} chunks, {len(files)} files, "
               f"{sum(map(len, files.values())) / 1e6:.1f} MB): {dt:.3f} s wall")
     assert ks.plan.n_chunks == 157
-    qfiles = sorted((f for f in files if re.search(r"_q\d+\.cu$", f)), key=lambda f: int(f[:-3].split("_q")[-1]))
-    assert [f"{p.key}_q{g}.cu" for g in range(11)] == qfiles
-    assert set(files) == set(qfiles) | {f"{p.key}_x0.cu", f"{p.key}_abi.cu"}
+    # 11 Q TUs of <= 15 chunks; the last (7 chunks) is packed with the expressions and the ABI
+    qfiles = [f"{p.key}_q{g}.cu" for g in range(10)] + [f"{p.key}_q10_x0_abi.cu"]
+    assert list(files) == qfiles
     # every op is emitted exactly once, in order, across the TUs
     defs = []
     for f in qfiles:
+        q_part = files[f].split("// Generated by exps-codegen: trace-domain")[0]
         defs += [int(m) for m in re.findall(r"^    const (?:uint64_t|gl3) v(\d+) = (?!gl3_make\(scratch|scratch)",
-                                            files[f], flags=re.M)]
+                                            q_part, flags=re.M)]
     assert defs == list(range(39998))
 
 
@@ -639,7 +653,7 @@ def test_chunked_q_without_scratch(tmp_path: Path) -> None:
     ir = KernelIR(9, True, ops)
     pl = plan(ir, 1)
     assert (pl.n_chunks, pl.total_slots) == (3, 0)
-    files = render(KernelSource("k", ir, pl, [], HASH))
+    files = render_parts(KernelSource("k", ir, pl, [], HASH))
     assert "scratchElems / (" not in files["k_abi.cu"]
     hostcheck.build_host_library(files, tmp_path)
 

@@ -84,7 +84,7 @@ def assert_clean_key(kit) -> None:
 ], ids=["fail-first_build", "crash-first_build", "hang-first_build", "fail-rebuild_with_old_so",
         "crash-rebuild_with_old_so", "hang-rebuild_with_old_so"])
 def test_compile_fault_fails_only_that_air(ref, tmp_path, monkeypatch, fault, old):
-    if old:   # Tiny's old .so is there; an edit makes its q/abi TUs compile (and fail)
+    if old:   # Tiny's old .so is there; an edit makes its TU compile (and fail)
         kit = _kit(ref, tmp_path, monkeypatch)
         kit.doit()
         others = {r: so_state(kit, r) for r in (SHARED1, SHARED2)}
@@ -94,7 +94,7 @@ def test_compile_fault_fails_only_that_air(ref, tmp_path, monkeypatch, fault, ol
         kit = _kit(ref, tmp_path, monkeypatch, exclude=(TINY_KEY,))
     extra = (f"compile_timeout={TIMEOUT_S}",) if fault == "hang" else ()
     t0 = time.monotonic()
-    # fail / crash: every TU of Tiny's kernel; hang: its q0 TU only (one timeout to wait for)
+    # fail / crash: every TU of Tiny's kernel; hang: the TU with its Q (one TU: q0_x0_abi)
     match = f"{TINY_KEY}_q0" if fault == "hang" else TINY_KEY
     p = kit.doit(*extra, launcher=faulty(kit, fault, match=match), check=False, timeout=300)
     secs = time.monotonic() - t0
@@ -224,7 +224,7 @@ def test_sigkill_mid_build_then_next_build_is_correct(ref, tmp_path, monkeypatch
     kit = _kit(ref, tmp_path, monkeypatch)
     if phase == "compile":
         kit.doit()
-        bk.bump_q_number(kit.pk, TINY)     # Tiny's .so is stale; its q/abi TUs must compile
+        bk.bump_q_number(kit.pk, TINY)     # Tiny's .so is stale; its TU must compile
         kit.reset_log()
     marker = kit.root / "stalled"
     launcher = (faulty(kit, "stall", kind="cc", match=TINY_KEY, marker=marker) if phase == "compile"
@@ -253,7 +253,7 @@ def test_sigkill_mid_build_then_next_build_is_correct(ref, tmp_path, monkeypatch
     assert all(states[r] == ("current" if r in placed else "missing") for r in (SHARED1, SHARED2)), out
     kit.reset_log()
     kit.doit()
-    assert {t for t in kit.calls().compiles} <= {f"{TINY_KEY}_q0.cu", f"{TINY_KEY}_abi.cu"}
+    assert {t for t in kit.calls().compiles} <= {f"{TINY_KEY}_q0_x0_abi.cu"}
     bk.assert_all_current(kit)
     kit.reset_log()
     assert kit.doit(env={"EXPS_ASSERT_NO_COMPILE": "1"}).stdout.endswith("up to date (3 .so placed, 1 skipped); nothing to do\n")
@@ -299,7 +299,7 @@ def test_corrupt_cache_entry_is_detected_and_rebuilt(ref, tmp_path, monkeypatch,
     from codegen.build.cache import ObjectCache
 
     kit = _kit(ref, tmp_path, monkeypatch)
-    tu = ref.kit.build / TINY_KEY / "src" / f"{TINY_KEY}_q0.cu"
+    tu = ref.kit.build / TINY_KEY / "src" / f"{TINY_KEY}_q0_x0_abi.cu"
     key = bk.cache_key_of(tu)
     entry = ObjectCache(kit.cache).path(key)
     data = entry.read_bytes()
@@ -309,6 +309,6 @@ def test_corrupt_cache_entry_is_detected_and_rebuilt(ref, tmp_path, monkeypatch,
         i = len(data) - 100                  # inside the object bytes
         entry.write_bytes(data[:i] + bytes([data[i] ^ 0xFF]) + data[i + 1:])
     kit.doit()
-    assert kit.calls().compiles == [tu.name]          # only the damaged one recompiled
+    assert kit.calls().compiles == [tu.name]          # only the damaged one recompiled (not Shared's)
     assert ObjectCache(kit.cache).get(key) is not None  # and the entry is whole again
     bk.assert_all_current(kit)

@@ -154,12 +154,15 @@ def _check_text(files: dict[str, str], si, si_json, ei_json, ks) -> CheckResult:
         return check_kernel(si, si_json, ei_json, ks, lib)
 
 
+TU = "neg_q0_x0_abi.cu"
+
+
 def _neg_setup(opc: int = 0):
     si = parse_starkinfo(SI, "neg.starkinfo.json")
     ei = parse_expressionsinfo(EI, "neg.expressionsinfo.json", si)
     cov = cover(si, ei)
     ks = hostcheck.kernel_source("neg", cov, opc)
-    return si, ks, render(ks)
+    return si, ks, render(ks)          # a small kernel: one TU, neg_q0_x0_abi.cu (Q, expressions, ABI)
 
 
 def test_uncorrupted_control() -> None:
@@ -172,12 +175,12 @@ def test_swapped_add_operands_are_detected() -> None:
     """JSON add(cm1', cm0) is kept in that order (equal ranks); running it as add(cm0, cm1') is
     field-equal but not bit-identical (only the left operand is canonicalised)."""
     si, ks, files = _neg_setup()
-    q = files["neg_q0.cu"]
+    q = files[TU]
     a = emit._leaf_c(Leaf("cm", 1, stage=1, col=1, shift=2))        # cm1' (opening 1 x blowup 2)
     b = emit._leaf_c(Leaf("cm", 1, stage=1, col=0))
     line = f"gl_add({a}, {b})"
     assert q.count(line) == 1
-    files = dict(files, **{"neg_q0.cu": q.replace(line, f"gl_add({b}, {a})")})
+    files = dict(files, **{TU: q.replace(line, f"gl_add({b}, {a})")})
     res = _check_text(files, si, SI, EI, ks)
     assert len(res.mismatches) == 1
     assert res.mismatches[0].startswith("Q (scratch 0): ")
@@ -187,17 +190,17 @@ def test_swapped_add_operands_are_detected() -> None:
 
 def test_add_replaced_by_sub_is_detected() -> None:
     si, ks, files = _neg_setup()
-    q = files["neg_q0.cu"]
+    q = files[TU]
     assert q.count("gl_add(") == 1
-    res = _check_text({**files, "neg_q0.cu": q.replace("gl_add(", "gl_sub(")}, si, SI, EI, ks)
+    res = _check_text({**files, TU: q.replace("gl_add(", "gl_sub(")}, si, SI, EI, ks)
     assert [m.split(":")[0] for m in res.mismatches] == ["Q (scratch 0)"]
 
 
 def test_corrupted_expression_is_detected_in_every_mode() -> None:
     si, ks, files = _neg_setup()
-    x = files["neg_x0.cu"]
+    x = files[TU]
     assert x.count("gl_sub(") == 1
-    res = _check_text({**files, "neg_x0.cu": x.replace("gl_sub(", "gl_add(")}, si, SI, EI, ks)
+    res = _check_text({**files, TU: x.replace("gl_sub(", "gl_add(")}, si, SI, EI, ks)
     labels = sorted(m.split(":")[0] for m in res.mismatches)
     assert labels == sorted(f"expr 2 {m} destDim {d} {w}" for d in (1, 3) for m in ("WRITE", "MUL_INV", "WRITE_INV")
                             for w in ("col", "expr"))
@@ -208,12 +211,12 @@ def test_corrupted_scratch_slot_is_detected() -> None:
     all three scratch sizes (the load then reads poison)."""
     si, ks, files = _neg_setup(opc=1)
     assert ks.plan.n_chunks == 2 and ks.plan.total_slots == 1
-    q = files["neg_q0.cu"]
+    q = files[TU]
     store = "scratch[0 * wave + lo] = v0;"
     assert q.count(store) == 1
     control = _check_text(files, si, SI, EI, ks)
     assert control.mismatches == [] and control.q_words == 3 * 3 * 1024
-    res = _check_text({**files, "neg_q0.cu": q.replace(store, "scratch[0 * wave + lo] = v0 + 1;")},
+    res = _check_text({**files, TU: q.replace(store, "scratch[0 * wave + lo] = v0 + 1;")},
                       si, SI, EI, ks)
     assert sorted(m.split(":")[0] for m in res.mismatches) == [
         "Q (scratch 2048)", "Q (scratch 256)", "Q (scratch 768)"]
@@ -226,7 +229,8 @@ def test_sample_add_to_sub_is_detected() -> None:
     cov = cover(si, ei)
     ks = hostcheck.kernel_source(p.key, cov)
     files = render(ks)
-    name = f"{p.key}_q0.cu"
+    name = f"{p.key}_q0_x0_abi.cu"            # one TU; Q comes first in it
+    assert list(files) == [name]
     files[name] = files[name].replace("gl_add(", "gl_sub(", 1)
     res = _check_text(files, si, json.loads(p.starkinfo.read_text()), json.loads(p.expressions.read_text()), ks)
     assert [m.split(":")[0] for m in res.mismatches] == ["Q (scratch 0)"]

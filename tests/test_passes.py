@@ -10,7 +10,7 @@ from hypothesis import given, settings
 
 from codegen.check import gl64
 from codegen.check import hostcheck
-from codegen.emit import KernelSource, render
+from codegen.emit import KernelSource, render, render_parts
 from codegen.ir import KernelIR, Leaf, Op, Val
 from codegen.coverage import cover
 from codegen.model import load_air
@@ -156,7 +156,7 @@ def test_kernel_source_replans_the_optimized_ir() -> None:
     assert ks.plan == plan(ks.q, 36) and ks.plan.n_chunks == 10
     off = KernelSource("k", cov.q, plan(cov.q, 64), [], "0" * 64, passes=False)
     assert off.q is cov.q and off.plan.n_chunks == 10 and off.pass_stats is None
-    files = render(ks)
+    files = render_parts(ks)
     assert f"exps_min_scratch(void) {{ return {ks.plan.min_scratch}ull; }}" in files["k_abi.cu"]
     assert "k_q_c9_run(d_params" in files["k_abi.cu"] and "k_q_c10_run" not in files["k_abi.cu"]
 

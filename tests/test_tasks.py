@@ -63,10 +63,10 @@ def test_first_build_exact_outputs_and_compiles(ref):
     assert bk.so_files(kit.pk) == PLACED
     # every TU of every generated kernel compiled exactly once; the shared pair is one kernel
     tiny, shared = kit.tus(TINY_KEY), kit.tus(SHARED_KEY)
-    assert tiny == [f"{TINY_KEY}_abi.cu", f"{TINY_KEY}_q0.cu", f"{TINY_KEY}_x0.cu"]
-    assert shared == [f"{SHARED_KEY}_abi.cu", f"{SHARED_KEY}_q0.cu", f"{SHARED_KEY}_x0.cu"]
+    assert tiny == [f"{TINY_KEY}_q0_x0_abi.cu"]                 # a small kernel is one TU (#15)
+    assert shared == [f"{SHARED_KEY}_q0_x0_abi.cu"]
     c = kit.calls()
-    assert sorted(c.compiles) == sorted(tiny + shared)          # 6 compiles, no duplicate
+    assert sorted(c.compiles) == sorted(tiny + shared)          # 2 compiles, no duplicate
     assert sorted(c.links) == sorted([TINY_KEY, SHARED_KEY, SHARED_KEY])   # two links, one kernel
     assert kit.manifest(SKIPPED_KEY)["files"] == {} and "boundaries" in kit.manifest(SKIPPED_KEY)["skip"]
     assert so_state(kit, SHARED1)[2] == so_state(kit, SHARED2)[2]
@@ -115,8 +115,8 @@ def test_json_change_recompiles_only_that_kernel(built):
     bk.bump_q_number(kit.pk, TINY)
     p = kit.doit()
     c = kit.calls()
-    # Q changed -> its TU; the source hash changed -> the abi TU; the other expressions' TU is a hit
-    assert sorted(c.compiles) == [f"{TINY_KEY}_abi.cu", f"{TINY_KEY}_q0.cu"]
+    # Q and the source hash changed -> Tiny's one TU; the other kernel compiles nothing
+    assert sorted(c.compiles) == [f"{TINY_KEY}_q0_x0_abi.cu"]
     assert c.links == [TINY_KEY]
     assert executed(p.stdout) == {f"ir:{TINY_KEY}", f"tune:{TINY_KEY}", f"emit:{TINY_KEY}",
                                   f"cc:{TINY_KEY}", f"link:{TINY}"}
@@ -126,7 +126,7 @@ def test_json_change_recompiles_only_that_kernel(built):
 
 
 # --------------------------------------------------------------------------------- emitter version
-def test_emitter_version_bump_reemits_all_recompiles_only_abi(built, monkeypatch, capfd):
+def test_emitter_version_bump_reemits_all_recompiles_only_changed_tus(built, monkeypatch, capfd):
     """EMITTER_VERSION is patched in every codegen module that holds it and the build runs in this
     process (codegen.cli.run_doit, the graph exps-codegen runs): no test-only knob in the product."""
     import codegen
@@ -147,7 +147,7 @@ def test_emitter_version_bump_reemits_all_recompiles_only_abi(built, monkeypatch
     ran = executed(out)
     assert {f"emit:{k}" for k in (TINY_KEY, SHARED_KEY, SKIPPED_KEY)} <= ran     # every source re-emitted
     c = kit.calls()
-    assert sorted(c.compiles) == [f"{TINY_KEY}_abi.cu", f"{SHARED_KEY}_abi.cu"]  # only changed text
+    assert sorted(c.compiles) == [f"{TINY_KEY}_q0_x0_abi.cu", f"{SHARED_KEY}_q0_x0_abi.cu"]  # changed text
     assert sorted(c.links) == sorted([TINY_KEY, SHARED_KEY, SHARED_KEY])
     for k in (TINY_KEY, SHARED_KEY):
         after = bk.tree(kit.build / k / "src")
@@ -224,7 +224,7 @@ def test_emit_never_touches_a_built_key(built):
         assert not list(d.glob("*/obj"))
     # the build afterwards replaces the stale .so (cc removes it first, link places the new one)
     kit.doit()
-    assert sorted(kit.calls().compiles) == [f"{TINY_KEY}_abi.cu", f"{TINY_KEY}_q0.cu"]
+    assert sorted(kit.calls().compiles) == [f"{TINY_KEY}_q0_x0_abi.cu"]
     bk.assert_all_current(kit)
 
 
@@ -369,16 +369,16 @@ def test_gen_exps_spellings_and_flat_keep_dir(kit):
     kit.build = keep
     bk.assert_all_current(kit)
     flat = sorted(x.name for x in keep.iterdir() if x.is_file() and not x.name.startswith((".", "report.")))
-    assert flat == sorted(["gen.log", "gen_common.cuh"] + [f"gen_{k}_{s}.cu" for k in (TINY_KEY, SHARED_KEY)
-                                                           for s in ("abi", "q0", "x0")]), flat
+    assert flat == sorted(["gen.log", "gen_common.cuh"] + [f"gen_{k}_q0_x0_abi.cu" for k in (TINY_KEY, SHARED_KEY)]), flat
     assert (keep / "gen.log").read_text().splitlines() == [
         f"Tiny, {TINY}, {TINY_KEY}, 0",
         f"Shared, {SHARED1}, {SHARED_KEY}, 0",
         f"Shared, {SHARED2}, {SHARED_KEY}, 0"]
-    assert (keep / f"gen_{TINY_KEY}_q0.cu").read_bytes() == (keep / TINY_KEY / "src" / f"{TINY_KEY}_q0.cu").read_bytes()
+    assert (keep / f"gen_{TINY_KEY}_q0_x0_abi.cu").read_bytes() == \
+        (keep / TINY_KEY / "src" / f"{TINY_KEY}_q0_x0_abi.cu").read_bytes()
     # the flat sources stand alone: they compile with only the flat header beside them
     gxx = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", "-DGL64_PARTIALLY_REDUCED", "-I", str(keep),
-                          str(keep / f"gen_{TINY_KEY}_abi.cu")], capture_output=True, text=True)
+                          str(keep / f"gen_{TINY_KEY}_q0_x0_abi.cu")], capture_output=True, text=True)
     assert gxx.returncode == 0, gxx.stderr
     # proofman-cli's spelling, sources only
     before = bk.tree(kit.pk)
@@ -386,7 +386,7 @@ def test_gen_exps_spellings_and_flat_keep_dir(kit):
     kit.cli("gen-exps", "--proving-key", str(kit.pk), "--arch", "90", "--chunk", "0", "--emit-only",
             "--keep-dir", str(kept))
     assert bk.tree(kit.pk) == before
-    assert len((kept / "gen.log").read_text().splitlines()) == 3 and (kept / f"gen_{TINY_KEY}_x0.cu").exists()
+    assert len((kept / "gen.log").read_text().splitlines()) == 3 and (kept / f"gen_{TINY_KEY}_q0_x0_abi.cu").exists()
 
 
 def test_settings_launcher_path_is_absolute(tmp_path, monkeypatch):

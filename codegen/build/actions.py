@@ -24,11 +24,11 @@ from pathlib import Path
 
 from codegen import EMITTER_VERSION
 from codegen.build import toolchain
-from codegen.build.autotune import (MAX_PROBES, MAX_REGS, TuneResult, estimated_choice, estimated_regs,
-                                     tune, tune_arch)
+from codegen.build.autotune import (MAX_PROBES, MAX_REGS, TuneResult, candidate_plans, estimated_choice,
+                                     estimated_regs, first_probe, tune, tune_arch)
 from codegen.build.cache import ObjectCache, atomic_write
 from codegen.build.heartbeat import Heartbeat
-from codegen.emit import COMMON_HEADER, TEMPLATES, KernelSource, render, render_probe, source_hash
+from codegen.emit import COMMON_HEADER, TEMPLATES, TU_OPS, KernelSource, render, render_probe, source_hash
 from codegen.coverage import CAP, EXPR_CAP, SLOTS_CAP, Coverage, cover, coverage_from_json, coverage_to_json
 from codegen.ir import KernelIR
 from codegen.model import ModelError, load_air
@@ -206,10 +206,19 @@ def fill_unprobed(q: KernelIR, pl: Plan, regs: list[int], probed: list[int]) -> 
 
 
 def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], chunk: int | None,
-             slots_cap: int = SLOTS_CAP, launcher: list[str] | None = None) -> bool:
-    """Choose the chunking of Q. Probes compile for ONE arch (`tune_arch`): the choice is then
-    compiled for every target arch by `cc` (a spill on another arch costs speed there, never the
-    AIR's kernel), and when that arch is the only target `cc` reuses the winner's objects.
+             slots_cap: int = SLOTS_CAP, launcher: list[str] | None = None, content: str | None = None,
+             settings: dict | None = None) -> bool:
+    """Choose the chunking of Q. Probes compile the plan's Q chunk kernels (all of a small plan, a
+    few `representatives` of a large one) for ONE arch (`tune_arch`), device code only (`nvcc
+    -cubin`: cicc + ptxas, no host pass, no fatbinary): their ptxas report is all a probe needs.
+    The choice is then compiled once, for every target arch, by `cc` (a spill on another arch costs
+    speed there, never the AIR's kernel), in the kernel's own TUs (a small kernel is one TU with its
+    expressions and ABI, so probe objects could not be reused anyway: issue #15).
+    One exception saves that second compile of a small kernel: given the kernel's `content` and
+    `settings` (what `emit` hashes), when the tune arch is the only target, the estimate expects
+    the first probe to end the search (`autotune.first_probe`) and that plan's kernel is one TU,
+    the first probe compiles that TU exactly as `emit` will write it and `cc` will compile it
+    (through the object cache): when it does end the search, `cc` is a cache hit.
     With `chunk` fixed nothing is compiled; with no toolchain (`archs == []`, `doit emit`
     without nvcc) the cost model's estimate picks the chunking, and tune.json says so."""
     try:
@@ -233,11 +242,12 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
         else:
             cache = ObjectCache()
             arch = tune_arch(archs)
-            # a probe of every chunk compiles as cc would for this arch (the winner's objects are
-            # then reused when it is the only target); a probe of a few representatives needs only
-            # their ptxas report: device code only (-cubin), about half the CPU of a small `-c`
-            opts_full = compile_options([arch])
-            opts_dev = toolchain.CompileOptions((arch,), extra_flags=HIDDEN, device_only=True)
+            opts = toolchain.CompileOptions((arch,), extra_flags=HIDDEN, device_only=True)
+            final = None      # (ops per chunk, TUs) of a first probe compiled as cc will
+            if content is not None and settings is not None and archs == [arch] and len(q.ops) <= TU_OPS:
+                c0, sure = first_probe(q, candidate_plans(q, slots_cap)[0])
+                files = render(KernelSource(key, q, plan(q, c0), cov.exprs, source_hash(content, settings)))
+                final = (c0, files) if sure and len(files) == 1 else None
             n_probed = [0]
             with Heartbeat(f"tune {key} ({len(q.ops)} Q ops, sm_{arch})") as hb:
                 sampled: dict[int, list[int]] = {}
@@ -248,14 +258,14 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
                     reps = representatives(ks.q, ks.plan)
                     hb.status(f"probe {n_probed[0]} of at most {MAX_PROBES} (chunk "
                               f"{pl.ops_per_chunk or 'single'}: {len(reps)} of {ks.plan.n_chunks} kernels)")
-                    if len(reps) < ks.plan.n_chunks:
-                        files, opts = render_probe(ks, reps), opts_dev
-                        sampled[pl.ops_per_chunk] = reps
-                    else:
-                        files = {n: t for n, t in render(ks).items() if "_q" in n[len(key):]}
-                        opts = opts_full
                     sub = Path(work_dir) / f"probe_{pl.ops_per_chunk}"
-                    tus = stage_sources(files, sub)
+                    if final is not None and n_probed[0] == 1 and pl.ops_per_chunk == final[0]:
+                        got = compile_tus(stage_sources(final[1], sub), sub / "obj", compile_options(archs),
+                                          cache, launcher)
+                        return chunk_stats(key, ks.plan, [r for _, r, _ in got.values()])
+                    if len(reps) < ks.plan.n_chunks:
+                        sampled[pl.ops_per_chunk] = reps
+                    tus = stage_sources(render_probe(ks, reps), sub)
                     got = compile_tus(tus, sub / "obj", opts, cache, launcher)
                     regs, spills = chunk_stats(key, ks.plan, [r for _, r, _ in got.values()])
                     return fill_unprobed(ks.q, ks.plan, regs, reps), spills
