@@ -27,8 +27,12 @@ def _plan(n_chunks: int, slots: int) -> Plan:
 
 
 def test_wave_and_launches_follow_the_provers_scratch() -> None:
-    m = CostModel()
-    assert m.SCRATCH_WORDS == 19 * 256 * 512 and m.ROWS == 1 << 22
+    d = CostModel()               # scratch not known: 512-block waves (no scratch: one wave)
+    assert d.SCRATCH_WORDS is None and d.ROWS == 1 << 22
+    assert wave_rows(_plan(4, 19), d) == wave_rows(_plan(4, 10 ** 7), d) == 512 * 256
+    assert wave_rows(_plan(4, 0), d) == 1 << 22
+    assert launches_per_row(_plan(4, 19), d) == 4 * 32 / (1 << 22)
+    m = CostModel(SCRATCH_WORDS=19 * 256 * 512)     # a real AIR's: 19 words of temporaries per row
     assert wave_rows(_plan(4, 19), m) == 512 * 256               # 19 slots: 512 blocks
     assert wave_rows(_plan(4, 38), m) == 256 * 256               # twice the slots: half the wave
     assert wave_rows(_plan(4, 0), m) == 1 << 22                  # no scratch: one wave

@@ -16,7 +16,7 @@ eff(occ) = min(1, occ / OCC_SAT): below OCC_SAT the SMs cannot hide the latency 
 dependent multiply chains, so time grows as 1 / occupancy.
 launches per row: a single kernel is one launch over ROWS rows; a chunked plan launches every chunk
 once per wave, and a wave is as many rows as the prover's scratch holds (SCRATCH_WORDS / slots,
-at most ROWS): so the launch term also charges a plan for its scratch slots.
+at most ROWS; WAVE_BLOCKS blocks when the scratch is not known).
 """
 from __future__ import annotations
 
@@ -54,9 +54,13 @@ class CostModel:
     OCC_SAT: float = 0.3125    # occupancy above which more resident threads stop helping
     LAUNCH: float = 2.27e6     # one kernel launch with its ramp and tail (4.2 us)
     ROWS: int = 1 << 22        # rows of the extended domain the model is evaluated at
-    #: scratch the GPU prover gives exps_launch: (nTmp1 + 3 (nTmp3 + 2)) x 256 x 512 words, for
-    #: the typical real AIR's nTmp1 = 1, nTmp3 = 4 (../shared/pk: 16-20 words per row)
-    SCRATCH_WORDS: int = 19 * 256 * 512
+    #: scratch words the prover gives exps_launch, when known; None: waves of WAVE_BLOCKS blocks.
+    #: (The prover gives (nTmp1 + 3 (nTmp3 + 2)) x 256 x 512 words, its interpreter's temporaries:
+    #: 16-20 words per row on ../shared/pk, 82 on the sample's Large. A fixed 19-word guess made
+    #: the tuner cut the sample's Large in 22 chunks of up to 255 registers, 0.83x slower: the
+    #: H200 round of docs/BENCHMARKS.md "Cost model".)
+    SCRATCH_WORDS: int | None = None
+    WAVE_BLOCKS: int = 512     # the wave when the scratch is not known (the prover's, at slots <= its temporaries)
 
 
 #: base-field multiplications of an op (3x3 extension multiply = 6, 3x1 = 3, as the anchors)
@@ -130,6 +134,8 @@ def wave_rows(pl: Plan, m: CostModel = CostModel()) -> int:
     256-row blocks as SCRATCH_WORDS holds at the plan's slots, at least one, at most ROWS."""
     if pl.total_slots == 0:
         return m.ROWS
+    if m.SCRATCH_WORDS is None:
+        return min(m.ROWS, m.WAVE_BLOCKS * 256)
     blocks = max(1, m.SCRATCH_WORDS // (pl.total_slots * 256))
     return min(m.ROWS, blocks * 256)
 
@@ -232,33 +238,6 @@ def estimated_choice(ir: KernelIR, slots_cap: int = 1 << 20, m: CostModel = Cost
 MAX_PROBES = 6
 
 
-def candidate_plans(ir: KernelIR, slots_cap: int = 1 << 20) -> tuple[dict[int, Plan], list[int]]:
-    """The plans tune() chooses from ({ops per chunk: plan} within `slots_cap`) and, largest first,
-    the chunk sizes left out because they need more scratch slots than that."""
-    plans = {c: plan(ir, c) for c in candidates(len(ir.ops))}
-    over_cap = sorted((c for c, pl in plans.items() if pl.total_slots > slots_cap), reverse=True)
-    return {c: pl for c, pl in plans.items() if pl.total_slots <= slots_cap}, over_cap
-
-
-def floor_cost(ir: KernelIR, pl: Plan, m: CostModel = CostModel()) -> float:
-    """A lower bound of a plan's cost at any registers: its cost at full occupancy."""
-    return cost(ir, pl, [1] * pl.n_chunks, m)
-
-
-def first_probe(ir: KernelIR, plans: dict[int, Plan], m: CostModel = CostModel()) -> tuple[int, bool]:
-    """The candidate tune() compiles first (the best estimate; when every estimate spills, the
-    smallest chunks) and whether the estimate expects it to end the search: its estimated cost is
-    no more than every other candidate's `floor_cost` (measured as estimated, it leaves nothing
-    to probe). A build then compiles that first probe as its final object (actions.act_tune)."""
-    n = len(ir.ops)
-    est = {c: (math.inf if max(r) > MAX_REGS else cost(ir, pl, r, m))
-           for c, pl in plans.items() for r in [estimated_regs(ir, pl)]}
-    first = min(plans, key=lambda c: (est[c], c or n))
-    sure = math.isfinite(est[first]) and all(floor_cost(ir, pl, m) >= est[first]
-                                             for c, pl in plans.items() if c != first)
-    return first, sure
-
-
 def tune(ir: KernelIR, compile_plan: Compiler, slots_cap: int = 1 << 20, max_probes: int = MAX_PROBES,
          m: CostModel = CostModel()) -> TuneResult:
     """Search for the cheapest no-spill chunking with few compiles.
@@ -269,16 +248,12 @@ def tune(ir: KernelIR, compile_plan: Compiler, slots_cap: int = 1 << 20, max_pro
     grows less than the truth with chunk size). The next probe is the candidate with the lowest
     predicted cost; the search stops when no untried candidate is predicted to beat the best
     measured one, or after `max_probes` compiles.
-
-    The search also stops as soon as no untried candidate could beat the best measured one even at
-    full occupancy (`floor_cost`, a lower bound of its cost at any registers): whatever the
-    search would still compile could not change its choice (issue #15: a small Q's single kernel
-    usually leaves every chunked plan behind by more than their extra launch cost, so its tune
-    is one compile).
     """
     n = len(ir.ops)
     res = TuneResult()
-    plans, over_cap = candidate_plans(ir, slots_cap)
+    plans = {c: plan(ir, c) for c in candidates(n)}
+    over_cap = sorted((c for c, pl in plans.items() if pl.total_slots > slots_cap), reverse=True)
+    plans = {c: pl for c, pl in plans.items() if pl.total_slots <= slots_cap}
     if not plans:
         res.skip = f"every chunking needs more than SLOTS_CAP {slots_cap} scratch slots"
         return res
@@ -316,12 +291,9 @@ def tune(ir: KernelIR, compile_plan: Compiler, slots_cap: int = 1 << 20, max_pro
     # 1. the best estimate; 2. hill-climb over neighbouring sizes until a measured local optimum;
     # 3. any untried size the rescaled estimates still predict clearly better.
     # the best prediction; when every one is infinite (all estimated to spill), the smallest chunks
-    p = probe(first_probe(ir, plans, m)[0])
+    p = probe(min(plans, key=lambda x: (predict(x), size[x])))
     best = None if p.spills else p
     while len(measured) < max_probes:
-        if best is not None and all(floor_cost(ir, pl, m) >= best.cost for c, pl in plans.items() if c not in measured):
-            log.info("autotune: no untried chunking beats %.0f even at full occupancy", best.cost)
-            break
         centre = best.ops_per_chunk if best else min(measured, key=lambda x: size[x])
         i = by_size.index(centre)
         nxt = [by_size[j] for j in (i - 1, i + 1) if 0 <= j < len(by_size) and by_size[j] not in measured]
