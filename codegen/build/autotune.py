@@ -238,6 +238,33 @@ def estimated_choice(ir: KernelIR, slots_cap: int = 1 << 20, m: CostModel = Cost
 MAX_PROBES = 6
 
 
+def candidate_plans(ir: KernelIR, slots_cap: int = 1 << 20) -> tuple[dict[int, Plan], list[int]]:
+    """The plans tune() chooses from ({ops per chunk: plan} within `slots_cap`) and, largest first,
+    the chunk sizes left out because they need more scratch slots than that."""
+    plans = {c: plan(ir, c) for c in candidates(len(ir.ops))}
+    over_cap = sorted((c for c, pl in plans.items() if pl.total_slots > slots_cap), reverse=True)
+    return {c: pl for c, pl in plans.items() if pl.total_slots <= slots_cap}, over_cap
+
+
+def floor_cost(ir: KernelIR, pl: Plan, m: CostModel = CostModel()) -> float:
+    """A lower bound of a plan's cost at any registers: its cost at full occupancy."""
+    return cost(ir, pl, [1] * pl.n_chunks, m)
+
+
+def first_probe(ir: KernelIR, plans: dict[int, Plan], m: CostModel = CostModel()) -> tuple[int, bool]:
+    """The candidate tune() compiles first (the best estimate; when every estimate spills, the
+    smallest chunks) and whether the estimate expects it to end the search: its estimated cost is
+    no more than every other candidate's `floor_cost` (measured as estimated, it leaves nothing
+    to probe). A build then compiles that first probe as its final object (actions.act_tune)."""
+    n = len(ir.ops)
+    est = {c: (math.inf if max(r) > MAX_REGS else cost(ir, pl, r, m))
+           for c, pl in plans.items() for r in [estimated_regs(ir, pl)]}
+    first = min(plans, key=lambda c: (est[c], c or n))
+    sure = math.isfinite(est[first]) and all(floor_cost(ir, pl, m) >= est[first]
+                                             for c, pl in plans.items() if c != first)
+    return first, sure
+
+
 def tune(ir: KernelIR, compile_plan: Compiler, slots_cap: int = 1 << 20, max_probes: int = MAX_PROBES,
          m: CostModel = CostModel()) -> TuneResult:
     """Search for the cheapest no-spill chunking with few compiles.
@@ -248,12 +275,16 @@ def tune(ir: KernelIR, compile_plan: Compiler, slots_cap: int = 1 << 20, max_pro
     grows less than the truth with chunk size). The next probe is the candidate with the lowest
     predicted cost; the search stops when no untried candidate is predicted to beat the best
     measured one, or after `max_probes` compiles.
+
+    The search also stops as soon as no untried candidate could beat the best measured one even at
+    full occupancy (`floor_cost`, a lower bound of its cost at any registers): whatever the
+    search would still compile could not change its choice (issue #15: a small Q's single kernel
+    usually leaves every chunked plan behind by more than their extra launch cost, so its tune
+    is one compile).
     """
     n = len(ir.ops)
     res = TuneResult()
-    plans = {c: plan(ir, c) for c in candidates(n)}
-    over_cap = sorted((c for c, pl in plans.items() if pl.total_slots > slots_cap), reverse=True)
-    plans = {c: pl for c, pl in plans.items() if pl.total_slots <= slots_cap}
+    plans, over_cap = candidate_plans(ir, slots_cap)
     if not plans:
         res.skip = f"every chunking needs more than SLOTS_CAP {slots_cap} scratch slots"
         return res
@@ -291,9 +322,12 @@ def tune(ir: KernelIR, compile_plan: Compiler, slots_cap: int = 1 << 20, max_pro
     # 1. the best estimate; 2. hill-climb over neighbouring sizes until a measured local optimum;
     # 3. any untried size the rescaled estimates still predict clearly better.
     # the best prediction; when every one is infinite (all estimated to spill), the smallest chunks
-    p = probe(min(plans, key=lambda x: (predict(x), size[x])))
+    p = probe(first_probe(ir, plans, m)[0])
     best = None if p.spills else p
     while len(measured) < max_probes:
+        if best is not None and all(floor_cost(ir, pl, m) >= best.cost for c, pl in plans.items() if c not in measured):
+            log.info("autotune: no untried chunking beats %.0f even at full occupancy", best.cost)
+            break
         centre = best.ops_per_chunk if best else min(measured, key=lambda x: size[x])
         i = by_size.index(centre)
         nxt = [by_size[j] for j in (i - 1, i + 1) if 0 <= j < len(by_size) and by_size[j] not in measured]
