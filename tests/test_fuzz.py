@@ -115,7 +115,8 @@ def baseline_strings() -> frozenset[str]:
 def check_c(files: dict[str, str]) -> None:
     vocab, strings = c_vocabulary(), baseline_strings()
     for name, text in files.items():
-        assert re.fullmatch(rf"{KEY}_(q\d+|x\d+|abi)\.cu", name), name
+        # a TU is one part or consecutive parts joined (emit.pack: e.g. <key>_q0_x0_abi.cu)
+        assert re.fullmatch(rf"{KEY}_(q\d+|x\d+|abi)(_(q\d+|x\d+|abi))*\.cu", name), name
         assert {c for c in text if not c.isascii()} <= template_non_ascii(), f"{name}: non-ASCII text"
         assert "\x00" not in text and "\r" not in text, name
         for m in MARKERS:
