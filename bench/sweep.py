@@ -33,7 +33,7 @@ from codegen.build.autotune import candidates, cost, tune  # noqa: E402
 from codegen.build.actions import stage_sources, chunk_stats, compile_options, compile_tus  # noqa: E402
 from codegen.build.cache import ObjectCache  # noqa: E402
 from codegen.discover import discover, kernels  # noqa: E402
-from codegen.emit import KernelSource, render  # noqa: E402
+from codegen.emit import KernelSource, render, render_parts  # noqa: E402
 from codegen.check.hostcheck import STEP_FIELDS, ext_offsets  # noqa: E402
 from codegen.coverage import cover  # noqa: E402
 from codegen.model import load_air  # noqa: E402
@@ -206,7 +206,7 @@ def main() -> int:
             if pl.ops_per_chunk not in swept:   # not built by the sweep: refuse (counts as a spill)
                 return [256] * pl.n_chunks, 1
             d = work / f"tune_{key}_{pl.ops_per_chunk}"
-            files = {n: t for n, t in render(KernelSource(key, q, pl, [], "0" * 64)).items() if "_q" in n[len(key):]}
+            files = {n: t for n, t in render_parts(KernelSource(key, q, pl, [], "0" * 64)).items() if "_q" in n[len(key):]}
             got = compile_tus(stage_sources(files, d), d / "obj", compile_options(ARCHS), cache, None, jobs=1)
             return chunk_stats(key, pl, [r for _, r, _ in got.values()])
         tr = tune(q, compile_plan)
