@@ -1,10 +1,17 @@
 """Liveness, chunking and scratch-slot colouring of the Q expression (spec §5 launcher).
 
 A chunked Q runs as a sequence of kernels over waves of rows. A value defined in chunk `i` and read
-in a later chunk lives in scratch slot(s) between them: scratch[(slot + d) * WAVE + lo]. Slots
-are coloured greedily over chunk intervals [def, last use], in a deterministic order; a slot is
-reused only by a value whose interval starts after the previous owner's last use. dim-1 values use
-the first pool (slots 0..n1-1), dim-3 values take 3 consecutive slots in the second pool.
+in a later chunk lives in scratch slot(s) between them: scratch[(slot + d) * WAVE + lo]. The
+emitted protocol (emit.chunk_body): a value is stored right after its definition, and a chunk
+loads a value from an earlier chunk at its first use there. So a crossing value occupies its
+slot over the op interval [its definition, its first use in the last chunk that reads it], and
+slots are coloured greedily over those intervals, in a deterministic order: a slot is reused only
+by a value defined after the previous owner's last load. dim-1 values use the first pool (slots
+0..n1-1), dim-3 values take 3 consecutive slots in the second pool.
+
+Cuts: chunk i ends near i * ops_per_chunk, within +-ops_per_chunk // 8, where the fewest words are
+live across the cut (fewer values to store and load, fewer slots: in the prover every slot costs
+rows per wave, spec §5 and docs/BENCHMARKS.md); the chunk count stays ceil(n / ops_per_chunk).
 """
 from __future__ import annotations
 
@@ -81,16 +88,51 @@ def _color(intervals: list[tuple[int, int, int]]) -> tuple[dict[int, int], int]:
     return out, len(free_at)
 
 
+def live_across(ir: KernelIR) -> list[int]:
+    """live[x] = words of the values defined before op x and read at or after it (x in 0..n)."""
+    n = len(ir.ops)
+    delta = [0] * (n + 2)
+    for v, u in enumerate(last_uses(ir)):
+        if u > v:
+            delta[v + 1] += ir.ops[v].dim
+            delta[u + 1] -= ir.ops[v].dim
+    live, cur = [], 0
+    for x in range(n + 1):
+        cur += delta[x]
+        live.append(cur)
+    return live
+
+
+def cuts(ir: KernelIR, ops_per_chunk: int) -> tuple[tuple[int, int], ...]:
+    """Chunk ranges: cut i at the position of fewest live words within ops_per_chunk // 8 of
+    i * ops_per_chunk (ties: the nearest, then the earliest)."""
+    n, k = len(ir.ops), ops_per_chunk
+    w = k // 8
+    live = live_across(ir) if w else []
+    bounds = [0]
+    for i in range(1, -(-n // k)):
+        lo, hi = max(bounds[-1] + 1, i * k - w), min(n - 1, i * k + w)
+        bounds.append(min(range(lo, hi + 1), key=lambda x: (live[x], abs(x - i * k), x)) if w else i * k)
+    bounds.append(n)
+    return tuple(zip(bounds, bounds[1:]))
+
+
 def plan(ir: KernelIR, ops_per_chunk: int = 0) -> Plan:
     n = len(ir.ops)
     if ops_per_chunk <= 0 or ops_per_chunk >= n:
         return Plan(0, ((0, n),), loads=((),), stores=((),))
-    chunks = tuple((s, min(s + ops_per_chunk, n)) for s in range(0, n, ops_per_chunk))
-    chunk_of = [i // ops_per_chunk for i in range(n)]
+    chunks = cuts(ir, ops_per_chunk)
+    chunk_of = [c for c, (s, e) in enumerate(chunks) for _ in range(s, e)]
     last_chunk = [chunk_of[u] for u in last_uses(ir)]
     cross = [v for v in range(n) if last_chunk[v] > chunk_of[v]]
-    iv1 = [(chunk_of[v], last_chunk[v], v) for v in cross if ir.ops[v].dim == 1]
-    iv3 = [(chunk_of[v], last_chunk[v], v) for v in cross if ir.ops[v].dim == 3]
+    # a crossing value's last load: its first use in the last chunk that reads it
+    last_load: dict[int, int] = {}
+    for i, op in enumerate(ir.ops):
+        for a in op.args():
+            if isinstance(a, Val) and chunk_of[i] == last_chunk[a.id] > chunk_of[a.id]:
+                last_load.setdefault(a.id, i)
+    iv1 = [(v, last_load[v], v) for v in cross if ir.ops[v].dim == 1]
+    iv3 = [(v, last_load[v], v) for v in cross if ir.ops[v].dim == 3]
     c1, n1 = _color(iv1)
     c3, n3 = _color(iv3)
     slot_of = {v: c for v, c in c1.items()}

@@ -118,7 +118,11 @@ def test_first_probe_is_tunes_first_compile():
 
 def test_spilling_everywhere_but_the_floor_walks_down():
     q = q_of(MEDIUM)
-    res = at.tune(q, fake_compiler(lambda n: 400 if n > at.FLOOR else 60, spill_above=255))
+    # cuts move by up to k // 8 (plan.cuts): a chunk of the floor plan has at most FLOOR + 2 (FLOOR // 8) ops
+    floor_max = at.FLOOR + 2 * (at.FLOOR // 8)
+    assert max(e - s for s, e in plan(q, at.FLOOR).chunks) <= floor_max < min(
+        max(e - s for s, e in plan(q, c).chunks) for c in at.candidates(len(q.ops)) if c != at.FLOOR)
+    res = at.tune(q, fake_compiler(lambda n: 400 if n > floor_max else 60, spill_above=255))
     assert res.ops_per_chunk == at.FLOOR
     assert all(p.spills for p in res.probes[:-1]) and not res.probes[-1].spills
 

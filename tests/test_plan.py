@@ -74,10 +74,23 @@ def _intervals(ir: KernelIR, pl: Plan) -> dict[int, tuple[int, int]]:
     return iv
 
 
+def _op_intervals(ir: KernelIR, pl: Plan) -> dict[int, tuple[int, int]]:
+    """value -> (its op, the op of its last load: its first use in the last chunk reading it),
+    for values read outside their chunk: the ops over which its slot must hold it."""
+    ch = _chunk_of(pl, len(ir.ops))
+    iv = _intervals(ir, pl)
+    first_in_last = {}
+    for i, op in enumerate(ir.ops):
+        for a in op.args():
+            if isinstance(a, Val) and a.id in iv and ch[i] == iv[a.id][1]:
+                first_in_last.setdefault(a.id, i)
+    return {v: (v, first_in_last[v]) for v in iv}
+
+
 def check_plan(ir: KernelIR, k: int) -> Plan:
     n = len(ir.ops)
     pl = plan(ir, k)
-    # chunks cover every op once, in order, in pieces of k (the last may be shorter)
+    # chunks cover every op once, in order
     assert pl.chunks[0][0] == 0 and pl.chunks[-1][1] == n
     for (s0, e0), (s1, e1) in zip(pl.chunks, pl.chunks[1:]):
         assert e0 == s1
@@ -86,8 +99,10 @@ def check_plan(ir: KernelIR, k: int) -> Plan:
         assert pl.min_scratch == 0 and pl.total_slots == 0
         return pl
     assert pl.ops_per_chunk == k
-    assert all(e - s == k for s, e in pl.chunks[:-1]) and 0 < pl.chunks[-1][1] - pl.chunks[-1][0] <= k
+    # ceil(n / k) non-empty chunks, cut i within k // 8 of i * k
     assert pl.n_chunks == -(-n // k)
+    assert all(e > s for s, e in pl.chunks)
+    assert all(abs(s - i * k) <= k // 8 for i, (s, _) in enumerate(pl.chunks))
     ch = _chunk_of(pl, n)
     iv = _intervals(ir, pl)
     # exactly the cross values have slots; loads and stores are exactly what each chunk needs
@@ -107,19 +122,20 @@ def check_plan(ir: KernelIR, k: int) -> Plan:
             assert pl.n_slots1 <= slot and slot + 3 <= pl.total_slots and (slot - pl.n_slots1) % 3 == 0
     assert pl.total_slots == pl.n_slots1 + 3 * pl.n_slots3
     assert pl.min_scratch == pl.total_slots * 256
-    # values whose chunk intervals overlap never share a scratch word
+    # values whose op intervals [definition, last load] overlap never share a scratch word
+    oi = _op_intervals(ir, pl)
     items = sorted(pl.slot_of.items())
     for x, (u, su) in enumerate(items):
         for v, sv in items[x + 1:]:
-            (a0, a1), (b0, b1) = iv[u], iv[v]
+            (a0, a1), (b0, b1) = oi[u], oi[v]
             if a0 <= b1 and b0 <= a1:
                 ru = set(range(su, su + ir.ops[u].dim))
                 rv = set(range(sv, sv + ir.ops[v].dim))
-                assert not ru & rv, (u, v, iv[u], iv[v], su, sv)
+                assert not ru & rv, (u, v, oi[u], oi[v], su, sv)
     # the greedy colouring of intervals is optimal: colours = max overlap per pool
     for dim, count in ((1, pl.n_slots1), (3, pl.n_slots3)):
-        ivs = [iv[v] for v in iv if ir.ops[v].dim == dim]
-        depth = max((sum(lo <= c <= hi for lo, hi in ivs) for c in range(pl.n_chunks)), default=0)
+        ivs = [oi[v] for v in oi if ir.ops[v].dim == dim]
+        depth = max((sum(lo <= x <= hi for lo, hi in ivs) for x in range(n)), default=0)
         assert count == depth
     simulate(ir, pl)
     return pl
@@ -212,22 +228,25 @@ def test_hand_plan_chunks_of_2() -> None:
     # cross values: v0 (chunk 0 -> 2), v1 (0 -> 1), v2 (1 -> 3), v3 (1 -> 2), v5 (2 -> 3)
     assert pl.loads == ((), (0, 1), (0, 3), (2, 5))
     assert [sorted(s) for s in pl.stores] == [[0, 1], [2, 3], [5], []]
-    # dim-1 intervals: v0 [0,2], v3 [1,2], v5 [2,3] -> 3 colours; dim-3: v1 [0,1], v2 [1,3] -> 2
-    assert (pl.n_slots1, pl.n_slots3, pl.total_slots) == (3, 2, 9)
-    assert pl.slot_of == {0: 0, 3: 1, 5: 2, 1: 3, 2: 6}
-    assert pl.min_scratch == 9 * 256
+    # op intervals [definition, first use in the last chunk reading it]:
+    # dim 1: v0 [0,5], v3 [3,4], v5 [5,6] -> v5 reuses v3's slot (v3 is loaded at op 4, before v5
+    # is stored after op 5; by chunks, [1,2] and [2,3] touch and would take a third slot);
+    # dim 3: v1 [1,2], v2 [2,6] -> 2 colours
+    assert (pl.n_slots1, pl.n_slots3, pl.total_slots) == (2, 2, 8)
+    assert pl.slot_of == {0: 0, 3: 1, 5: 1, 1: 2, 2: 5}
+    assert pl.min_scratch == 8 * 256
     check_plan(HAND, 2)
 
 
 def test_hand_plan_slot_reuse() -> None:
-    """A slot is reused once its owner's last chunk is strictly before the new value's chunk."""
+    """A slot is reused by a value defined after its owner's last load (not at that very op)."""
     ops = [Op("add", "11", C0, C1, 1)]                   # v0 chunk 0, read in chunk 1
     ops.append(Op("mul", "11", Val(0, 1), C0, 1))        # v1 chunk 1, read in chunk 2
     ops.append(Op("mul", "11", Val(1, 1), C0, 1))        # v2 chunk 2, read in chunk 3
     ops.append(Op("mul", "11", Val(2, 1), C0, 1))        # v3 chunk 3
     ir = KernelIR(0, True, tuple(ops))
     pl = plan(ir, 1)
-    # intervals [0,1], [1,2], [2,3]: touching ones conflict (a chunk loads before it stores)
+    # op intervals [0,1], [1,2], [2,3]: touching ones conflict
     assert pl.slot_of == {0: 0, 1: 1, 2: 0}
     assert pl.total_slots == 2
     check_plan(ir, 1)
@@ -259,3 +278,38 @@ def test_sample_q_plans(name: str, k: int) -> None:
 
 def test_slot_rows_constant() -> None:
     assert planmod.SLOT_ROWS == 256
+
+
+def _live_words_brute(ir: KernelIR, x: int) -> int:
+    """Words of the values defined before op x and read at op x or later (brute force)."""
+    return sum(ir.ops[v].dim for v in range(x)
+               if any(isinstance(a, Val) and a.id == v for i in range(x, len(ir.ops)) for a in ir.ops[i].args()))
+
+
+def _slots_by_chunks_at_fixed_cuts(ir: KernelIR, k: int) -> int:
+    """The rule before session 3: cuts at every k ops, slots coloured over chunk intervals."""
+    n = len(ir.ops)
+    ch = [i // k for i in range(n)]
+    lu = last_uses(ir)
+    iv = {v: (ch[v], ch[lu[v]]) for v in range(n) if ch[lu[v]] > ch[v]}
+    out = 0
+    for dim in (1, 3):
+        ivs = [iv[v] for v in iv if ir.ops[v].dim == dim]
+        out += dim * max((sum(lo <= c <= hi for lo, hi in ivs) for c in range(ch[-1] + 1)), default=0)
+    return out
+
+
+@pytest.mark.parametrize("name,k,slots,before", [("Medium", 64, 9, 22), ("Large", 64, 172, 197)])
+def test_cuts_where_fewest_words_cross_need_fewer_slots(name: str, k: int, slots: int, before: int) -> None:
+    """Each cut sits where the fewest words are live within k // 8 of i * k; with op-interval
+    colouring the sample's Q needs far fewer scratch slots than fixed cuts coloured by chunks."""
+    d = SAMPLE / f"synth/Basic/airs/{name}/air"
+    si, ei = load_air(d / f"{name}.starkinfo.json", d / f"{name}.expressionsinfo.json")
+    q = cover(si, ei).q
+    pl = check_plan(q, k)
+    w = k // 8
+    for i, (s, _) in enumerate(pl.chunks[1:], 1) if name == "Medium" else ():
+        window = range(max(pl.chunks[i - 1][0] + 1, i * k - w), min(len(q.ops) - 1, i * k + w) + 1)
+        assert _live_words_brute(q, s) == min(_live_words_brute(q, x) for x in window)
+    assert planmod.live_across(q)[1:6] == [_live_words_brute(q, x) for x in range(1, 6)]
+    assert (pl.total_slots, _slots_by_chunks_at_fixed_cuts(q, k)) == (slots, before)

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# A short GPU round for a change of the chunked plans (issue #13): every key built before (.old/, a
+# `git archive` of the commit before) and after (this tree) at once, `exps-codegen gpucheck` of
+# every after build first (bit-identity on the GPU), then bench/run.py before vs after, same run,
+# on the AIRs named in AIRS (default: the chunked ones), ample and the prover's scratch.
+# Usage: bash bench/check_round.sh OUT    Limits (s): BUILD_S=100 GPUCHECK_S=100 BENCH_S=60.
+set -uo pipefail
+OUT=${1:?usage: check_round.sh OUT}; mkdir -p "$OUT"
+T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s]"; }
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>/dev/null
+  export PYTHONPATH=/tmp/site
+fi
+export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD" PYTHONUNBUFFERED=1
+S="$OUT/summary.txt"
+keys=(provingkey-sample .pk/*/provingKey)
+dl=$(( $(date +%s) + ${BUILD_S:-100} ))
+a_args=(); i=0
+for pk in "${keys[@]}"; do
+  for side in after before; do
+    d=/tmp/$side/$i; rm -rf "$d"; mkdir -p "$d"; cp -r "$pk" "$d/pk"; find "$d/pk" -name '*.exps.so' -delete
+    root=$PWD; [ $side = before ] && root=$PWD/.old
+    (cd "$root" && EXPS_CACHE_DIR=/tmp/cache-$side PYTHONPATH="$root:$PYTHONPATH" timeout $(( dl - $(date +%s) )) \
+      python3 -m codegen.cli build "$d/pk" --arch 90 -j 2 --build-dir "$d/b" > "$d/log" 2>&1 || echo "BUILD FAILED $side $pk") &
+  done
+  a_args+=(--pk /tmp/after/$i/pk --build-dir /tmp/after/$i/b --before /tmp/before/$i/pk --before-build-dir /tmp/before/$i/b)
+  i=$(( i + 1 ))
+done
+wait
+echo "$(el) built: after $(find /tmp/after -name '*.exps.so' | wc -l), before $(find /tmp/before -name '*.exps.so' | wc -l)" | tee -a "$S"
+end=$(( $(date +%s) + ${GPUCHECK_S:-100} ))
+for j in $(seq 0 $(( i - 1 ))); do
+  left=$(( end - $(date +%s) )); [ $left -gt 3 ] || { echo "gpucheck: time up at key $j" | tee -a "$S"; break; }
+  timeout $left python3 -m codegen.cli gpucheck /tmp/after/$j/pk --arch 90 --build-dir /tmp/after/$j/b >> "$OUT/gpucheck.log" 2>&1
+  tail -1 "$OUT/gpucheck.log" | tee -a "$S"
+done
+echo "$(el) bench" | tee -a "$S"
+airs=(); for a in ${AIRS:-Medium Large Shared ConnectionNew Intermediates SpecifiedRanges RangeCheck4}; do airs+=(--air "$a"); done
+timeout "${BENCH_S:-60}" python3 bench/run.py "${a_args[@]}" "${airs[@]}" --rows 22 --reps 5 --warmup 2 --no-smem \
+  --oracle-rows 10 --out "$OUT" --budget-s $(( ${BENCH_S:-60} - 10 )) 2>&1 | grep -E '^\||AIRs, before' | tee -a "$S"
+echo "$(el) done" | tee -a "$S"
