@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# A short GPU round for a change of the chunked plans (issue #13): every key built before (.old/, a
-# `git archive` of the commit before) and after (this tree) at once, `exps-codegen gpucheck` of
+# A short GPU round for a change of the chunked plans (issue #13): every key built after (this
+# tree) and the keys in BEFORE_KEYS (a case pattern) also before (.old/, a `git archive` of the
+# commit before), all at once, `exps-codegen gpucheck` of
 # every after build first (bit-identity on the GPU), then bench/run.py before vs after, same run,
 # on the AIRs named in AIRS (default: the chunked ones), ample and the prover's scratch.
 # Usage: bash bench/check_round.sh OUT    Limits (s): BUILD_S=100 GPUCHECK_S=100 BENCH_S=60.
@@ -13,17 +14,23 @@ if [ -d .whl ]; then
 fi
 export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD" PYTHONUNBUFFERED=1
 S="$OUT/summary.txt"
-keys=(provingkey-sample .pk/*/provingKey)
+keys=(.pk/*/provingKey provingkey-sample)
 dl=$(( $(date +%s) + ${BUILD_S:-100} ))
-a_args=(); i=0
+a_args=(); b_args=(); c_args=(); i=0
 for pk in "${keys[@]}"; do
-  for side in after before; do
+  sides=after; case "$pk" in ${BEFORE_KEYS:-provingkey-sample|*connection*|*intermediate_sums*}) sides="after before";; esac
+  for side in $sides; do
     d=/tmp/$side/$i; rm -rf "$d"; mkdir -p "$d"; cp -r "$pk" "$d/pk"; find "$d/pk" -name '*.exps.so' -delete
     root=$PWD; [ $side = before ] && root=$PWD/.old
     (cd "$root" && EXPS_CACHE_DIR=/tmp/cache-$side PYTHONPATH="$root:$PYTHONPATH" timeout $(( dl - $(date +%s) )) \
       python3 -m codegen.cli build "$d/pk" --arch 90 -j 2 --build-dir "$d/b" > "$d/log" 2>&1 || echo "BUILD FAILED $side $pk") &
   done
-  a_args+=(--pk /tmp/after/$i/pk --build-dir /tmp/after/$i/b --before /tmp/before/$i/pk --before-build-dir /tmp/before/$i/b)
+  if [ "$sides" = after ]; then      # run.py matches --before to --pk by order: those keys first
+    c_args+=(--pk /tmp/after/$i/pk --build-dir /tmp/after/$i/b)
+  else
+    a_args+=(--pk /tmp/after/$i/pk --build-dir /tmp/after/$i/b)
+    b_args+=(--before /tmp/before/$i/pk --before-build-dir /tmp/before/$i/b)
+  fi
   i=$(( i + 1 ))
 done
 wait
@@ -36,6 +43,6 @@ for j in $(seq 0 $(( i - 1 ))); do
 done
 echo "$(el) bench" | tee -a "$S"
 airs=(); for a in ${AIRS:-Medium Large Shared ConnectionNew Intermediates SpecifiedRanges RangeCheck4}; do airs+=(--air "$a"); done
-timeout "${BENCH_S:-60}" python3 bench/run.py "${a_args[@]}" "${airs[@]}" --rows 22 --reps 5 --warmup 2 --no-smem \
+timeout "${BENCH_S:-60}" python3 bench/run.py "${a_args[@]}" "${c_args[@]}" "${b_args[@]}" "${airs[@]}" --rows 22 --reps 5 --warmup 2 --no-smem \
   --oracle-rows 10 --out "$OUT" --budget-s $(( ${BENCH_S:-60} - 10 )) 2>&1 | grep -E '^\||AIRs, before' | tee -a "$S"
 echo "$(el) done" | tee -a "$S"
