@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A short GPU round for a change of the chunked plans (issue #13): every key built after (this
-# tree) and the keys in BEFORE_KEYS (a case pattern) also before (.old/, a `git archive` of the
+# tree) and the keys matching BEFORE_RE (a bash regex) also before (.old/, a `git archive` of the
 # commit before), all at once, `exps-codegen gpucheck` of
 # every after build first (bit-identity on the GPU), then bench/run.py before vs after, same run,
 # on the AIRs named in AIRS (default: the chunked ones), ample and the prover's scratch.
@@ -18,7 +18,8 @@ keys=(.pk/*/provingKey provingkey-sample)
 dl=$(( $(date +%s) + ${BUILD_S:-100} ))
 a_args=(); b_args=(); c_args=(); i=0
 for pk in "${keys[@]}"; do
-  sides=after; case "$pk" in ${BEFORE_KEYS:-provingkey-sample|*connection*|*intermediate_sums*}) sides="after before";; esac
+  sides=after; re=${BEFORE_RE:-provingkey-sample|connection|intermediate_sums}
+  [[ $pk =~ $re ]] && sides="after before"
   for side in $sides; do
     d=/tmp/$side/$i; rm -rf "$d"; mkdir -p "$d"; cp -r "$pk" "$d/pk"; find "$d/pk" -name '*.exps.so' -delete
     root=$PWD; [ $side = before ] && root=$PWD/.old
