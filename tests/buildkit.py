@@ -203,6 +203,11 @@ class Kit:
         env["EXPS_CACHE_DIR"] = str(self.cache)
         env["EXPS_LINK_CACHE"] = "0"          # count every real link
         env["EXPS_BUILD_ROOT"] = str(self.root / "builds")   # default build dirs stay in the test
+        # nvcc work dirs too: a build reaps the work dirs of killed processes (with an INFO line on
+        # stderr), and another test's SIGKILLed build must not add that line to this test's output
+        tmp = self.root / "tmp"
+        tmp.mkdir(exist_ok=True)
+        env["TMPDIR"] = str(tmp)
         env.update({k: str(v) for k, v in extra.items()})
         return env
 
