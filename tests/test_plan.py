@@ -175,6 +175,13 @@ def test_plan_properties_small_chunks(ir: KernelIR, k: int) -> None:
     check_plan(ir, k)
 
 
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kernel_irs(max_ops=200), st.integers(8, 48))
+def test_plan_properties_moving_cuts(ir: KernelIR, k: int) -> None:
+    """Chunks of >= 8 ops, so every cut may move (by up to k // 8) to where fewer words cross."""
+    check_plan(ir, k)
+
+
 @settings(max_examples=100, deadline=None)
 @given(kernel_irs(), st.integers(0, 20))
 def test_plan_is_deterministic(ir: KernelIR, k: int) -> None:
