@@ -44,6 +44,7 @@ def test_report_json_after_a_build(built) -> None:
     k = {x["key"]: x for x in rep["kernels"]}
     tiny = k[bk.TINY_KEY]
     assert tiny["q_ops"] == 39 and tiny["chunking"]["how"] == "probed" and tiny["chunking"]["arch"] == 90
+    assert tiny["max_live"] == 10             # codegen.plan.max_live of Tiny's Q (brute force: test_plan)
     assert len(tiny["probes"]) >= 1
     assert any(pr["ops_per_chunk"] == tiny["chunking"]["ops_per_chunk"] for pr in tiny["probes"])
     assert len(tiny["regs_per_chunk"]) == tiny["chunks"] and all(r > 0 for r in tiny["regs_per_chunk"])

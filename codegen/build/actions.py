@@ -32,7 +32,7 @@ from codegen.emit import COMMON_HEADER, TEMPLATES, TU_OPS, KernelSource, render,
 from codegen.coverage import CAP, EXPR_CAP, SLOTS_CAP, Coverage, cover, coverage_from_json, coverage_to_json
 from codegen.ir import KernelIR
 from codegen.model import ModelError, load_air
-from codegen.plan import Plan, plan
+from codegen.plan import Plan, max_live, plan
 
 log = logging.getLogger("exps_codegen")
 FORMAT = 1
@@ -307,7 +307,7 @@ def act_emit(key: str, ir_json: str, tune_json: str, src_dir: str, manifest: str
             stage_sources(files, src)
             doc.update({"files": {n: hashlib.sha256(x.encode()).hexdigest() for n, x in sorted(files.items())},
                         "source_hash": sh, "plan": pl.summary(), "q_ops": len(ks.q.ops),
-                        "q_ops_in": len(cov.q.ops),
+                        "q_ops_in": len(cov.q.ops), "max_live": max_live(ks.q),
                         "exprs": len(cov.exprs), "min_scratch": pl.min_scratch})
             keep = set(files) | {COMMON_HEADER}
         else:

@@ -9,6 +9,7 @@ report.json, format 1:
                 "tus", "cache_hits": int},
      "airs": [{"air", "kernel", "result", "reason": str, "seconds": float}],
      "kernels": [{"key": str, "airs": [str], "q_ops": int (after the IR passes), "q_ops_in": int,
+                  "max_live": int (64-bit words live at once in Q, after the passes),
                   "exprs": int, "not_covered": int,
                   "chunks": int, "slots": int, "min_scratch": int,
                   "chunking": {"how": "probed" | "fixed" | "estimated", "arch": int | null,
@@ -70,6 +71,7 @@ def collect(s, rows: list[dict], seconds: dict[str, float] | None = None,
         ks.append({
             "key": key, "airs": [p.rel for p in ps],
             "q_ops": int(man.get("q_ops", ir.get("q_ops", 0)) or 0), "q_ops_in": int(ir.get("q_ops", 0) or 0),
+            "max_live": int(man.get("max_live", 0) or 0),
             "exprs": int(man.get("exprs", 0) or 0), "not_covered": len(ir.get("skipped_exprs", [])),
             "chunks": n_chunks, "slots": int(plan.get("slots", 0) or 0),
             "min_scratch": int(man.get("min_scratch", 0) or 0),
@@ -151,7 +153,7 @@ def render_html(rep: dict) -> str:
     regs = [(f"{k['key']} c{i}", r) for k in ks for i, r in enumerate(k["regs_per_chunk"])][:60]
     pts = [(k["key"], k["q_ops"], round(sum(k["stage_seconds"].values()), 2)) for k in ks if k["q_ops"]]
     air_rows = [[a["air"], a["kernel"], a["result"], f"{a['seconds']:.1f}", a["reason"]] for a in rep["airs"]]
-    k_rows = [[k["key"], k["q_ops"], k["chunks"], k["slots"], k["exprs"], k["not_covered"],
+    k_rows = [[k["key"], k["q_ops"], k["max_live"], k["chunks"], k["slots"], k["exprs"], k["not_covered"],
                "\u2014" if k["skip"] else f"{k['chunking']['how']} {k['chunking']['ops_per_chunk'] or 'single'}"
                + (f" (sm_{k['chunking']['arch']})" if k["chunking"]["arch"] else ""),
                len(k["probes"]), max(k["regs_per_chunk"] or [0]), k["spill_bytes"],
@@ -174,7 +176,7 @@ figure{{margin:1em 0}}</style></head><body>
 {t['placed']} .so placed, {t['skipped']} skipped, {t['failed']} failed; {t['cache_hits']} of {t['tus']}
 translation units from the object cache. Emitter {html.escape(rep['emitter_version'])}.</p>
 <h2>AIRs</h2>{_table(["AIR", "kernel", "result", "s", "reason"], air_rows)}
-<h2>Kernels</h2>{_table(["kernel", "Q ops", "chunks", "slots", "exprs", "not cov.", "chunking", "probes",
+<h2>Kernels</h2>{_table(["kernel", "Q ops", "max live words", "chunks", "slots", "exprs", "not cov.", "chunking", "probes",
                          "max regs", "spill B", "cache hits", "stage seconds", "skip"], k_rows)}
 <h2>Autotune probes</h2>{_table(["kernel", "ops/chunk", "kernels", "slots", "max regs", "spill B",
                                   "model cost", "chosen"], probe_rows)}
