@@ -1,0 +1,50 @@
+"""EMITTER_VERSION is part of every `.so`'s source hash: a build with the same JSON and the same
+version is up to date. So emitted text must not change without a bump, or an old `.so` of other
+kernel text would pass as current (session 3 found two sessions of template edits under 0.2.0).
+This test pins the emitted text of reference kernels (every sample AIR, single and chunked, and
+a real key's ConnectionNew) to the version: change the text, and it fails until the version is
+bumped and the new digest pinned here."""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from codegen import EMITTER_VERSION
+from codegen.coverage import cover
+from codegen.discover import discover, kernels
+from codegen.emit import KernelSource, render
+from codegen.model import load_air
+from codegen.plan import plan
+
+from require import require
+
+ROOT = Path(__file__).resolve().parent.parent
+CONNECTION = ROOT.parent / "shared" / "pk" / "connection" / "provingKey"
+
+#: EMITTER_VERSION -> sha256 of the reference kernels' emitted text
+PINNED = {
+    "0.3.0": "99e30e800d210b81744bc8b9377b9435e1e859164b42e74f38c89f8ceda34b6b",
+}
+
+
+def emitted_digest() -> str:
+    require("pk")
+    h = hashlib.sha256()
+    refs = [(ROOT / "provingkey-sample", (0, 64)), (CONNECTION, (0, 32))]
+    for pk, chunkings in refs:
+        for key, ps in sorted(kernels(discover(pk)).items()):
+            si, ei = load_air(ps[0].starkinfo, ps[0].expressions)
+            cov = cover(si, ei)
+            if cov.q is None:
+                continue
+            for c in chunkings:
+                for name, text in sorted(render(KernelSource(key, cov.q, plan(cov.q, c), cov.exprs, "0" * 64)).items()):
+                    h.update(name.encode() + b"\0" + text.encode() + b"\0")
+    return h.hexdigest()
+
+
+def test_emitted_text_is_pinned_to_the_emitter_version() -> None:
+    d = emitted_digest()
+    assert PINNED.get(EMITTER_VERSION) == d, (
+        f"the emitted text changed (digest {d}) under EMITTER_VERSION {EMITTER_VERSION}: bump "
+        "EMITTER_VERSION in codegen/__init__.py and pin the new digest in tests/test_emitter_version.py")
