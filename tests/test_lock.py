@@ -94,3 +94,31 @@ def test_forked_children_do_not_keep_the_lock(tmp_path: Path) -> None:
         os.kill(pid, 9)
         os.waitpid(pid, 0)
         procs._installed = False
+
+
+LATE = r"""
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+fcntl.flock(fd, fcntl.LOCK_EX)
+os.ftruncate(fd, 0)
+print("held", flush=True)
+time.sleep(0.4)                       # the pid comes a moment after the flock, as in acquire()
+os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+time.sleep(float(sys.argv[2]))
+"""
+
+
+def test_a_waiter_reads_the_owner_written_just_after_its_flock(tmp_path: Path) -> None:
+    """The lock file is empty between the holder's flock and its pid write: the waiting message
+    still names the holder (the test_two_concurrent_builds flake printed `pid ?`)."""
+    lock = tmp_path / ".lock"
+    h = subprocess.Popen([sys.executable, "-c", LATE, str(lock), "1.0"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert h.stdout.readline() == "held\n"
+        out = io.StringIO()
+        buildlock.acquire(tmp_path, out=out)
+        assert out.getvalue() == f"exps-codegen: waiting for the build in {tmp_path} (pid {h.pid})\u2026\n"
+        buildlock.release(tmp_path)
+    finally:
+        h.kill()
+        h.wait()

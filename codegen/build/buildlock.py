@@ -18,6 +18,7 @@ from codegen.build import procs
 
 _HELD: dict[str, int] = {}
 POLL_S = 0.25
+OWNER_WAIT_S = 1.0    # how long a waiting build re-reads a lock file the holder has not yet written its pid to
 
 
 class LockBusy(RuntimeError):
@@ -54,6 +55,7 @@ def acquire(build_dir: Path | str, wait: bool = True, out=None) -> None:
         return
     told = False
     out = out or sys.stderr
+    t0 = time.monotonic()
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -69,6 +71,9 @@ def acquire(build_dir: Path | str, wait: bool = True, out=None) -> None:
                 continue
             if not wait:
                 raise LockBusy(f"another build (pid {owner or '?'}) is running in {d}") from None
+            if owner is None and time.monotonic() - t0 < OWNER_WAIT_S:
+                time.sleep(POLL_S)   # the holder writes its pid just after its flock: read it again
+                continue
             if not told:
                 out.write(f"exps-codegen: waiting for the build in {d} (pid {owner or '?'})\u2026\n")
                 out.flush()
