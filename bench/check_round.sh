@@ -6,14 +6,8 @@
 # on the AIRs named in AIRS (default: the chunked ones), ample and the prover's scratch.
 # Usage: bash bench/check_round.sh OUT    Limits (s): BUILD_S=100 GPUCHECK_S=100 BENCH_S=60.
 set -uo pipefail
-OUT=${1:?usage: check_round.sh OUT}; mkdir -p "$OUT"
-T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s]"; }
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>/dev/null
-  export PYTHONPATH=/tmp/site
-fi
-export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD" PYTHONUNBUFFERED=1
-S="$OUT/summary.txt"
+OUT=${1:?usage: check_round.sh OUT}
+. "$(dirname "$0")/round_env.sh"
 keys=(.pk/*/provingKey provingkey-sample)
 dl=$(( $(date +%s) + ${BUILD_S:-100} ))
 a_args=(); b_args=(); c_args=(); i=0

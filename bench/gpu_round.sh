@@ -16,17 +16,7 @@
 # fixed/bench.{json,md}.
 set -uo pipefail
 OUT=${1:?usage: gpu_round.sh OUT [PK ...]}; shift
-mkdir -p "$OUT"
-T0=$(date +%s)
-el() { echo "[$(( $(date +%s) - T0 )) s]"; }
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site
-fi
-export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD" PYTHONUNBUFFERED=1
-S="$OUT/summary.txt"
-{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader
-  nvcc --version | tail -2; nproc; } | tee "$S"
+. "$(dirname "$0")/round_env.sh"
 
 keys=("$@"); [ ${#keys[@]} -gt 0 ] || keys=(provingkey-sample .pk/*/provingKey)
 

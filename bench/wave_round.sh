@@ -8,17 +8,7 @@
 # Usage: bash bench/wave_round.sh OUT      Stage limits (s): SWEEP_S=330 BIG_S=300 (0 = skip).
 set -uo pipefail
 OUT=${1:?usage: wave_round.sh OUT}
-mkdir -p "$OUT"
-T0=$(date +%s)
-el() { echo "[$(( $(date +%s) - T0 )) s]"; }
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site
-fi
-export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD" PYTHONUNBUFFERED=1
-S="$OUT/summary.txt"
-{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
-  nvcc --version | tail -1; nproc; } | tee "$S"
+. "$(dirname "$0")/round_env.sh"
 
 WAVES=${WAVES:-132,264,396,512,528,660,792,1056,1584,2112,3168}
 if [ "${SWEEP_S:-330}" -gt 0 ]; then
