@@ -695,23 +695,24 @@ def bench_air(g: Gpu, ilib: ctypes.CDLL, air: Air, a, bandwidth: float, interp_r
     if do_smem:
         res["interp_smem_config"] = smem_cfg
 
-    def run_gen(k: int, q=q_gen) -> None:
-        gen.launch(sets[k].steps, int(q.data.ptr), int(gscr.data.ptr), gscr.size, n, offs)
+    # scratch elements a generated kernel is given: `gscr` whole ("ample"), or the prover's (no more
+    # than the buffer: beyond it the wave is every row anyway)
+    p_use = min(p_elems, int(gscr.size)) if p_elems else None
+
+    def run_gen(k: int, q=q_gen, elems: int | None = None, lib=gen) -> None:
+        lib.launch(sets[k].steps, int(q.data.ptr), int(gscr.data.ptr), elems or gscr.size, n, offs)
 
     def run_int(k: int, q=q_int, flags: int = 0) -> None:
         itp.launch(sets[k].steps, int(q.data.ptr), int(iscr.data.ptr), iscr.size, n, offs, flags)
 
     def run_before(k: int, q=q_gen) -> None:
-        bgen.launch(sets[k].steps, int(q.data.ptr), int(gscr.data.ptr), gscr.size, n, offs)
-
-    # the prover's scratch (no more than the buffer: beyond it the wave is every row anyway)
-    p_use = min(p_elems, int(gscr.size)) if p_elems else None
+        run_gen(k, q, None, bgen)
 
     def run_gen_p(k: int, q=q_gen) -> None:
-        gen.launch(sets[k].steps, int(q.data.ptr), int(gscr.data.ptr), p_use, n, offs)
+        run_gen(k, q, p_use)
 
     def run_before_p(k: int, q=q_gen) -> None:
-        bgen.launch(sets[k].steps, int(q.data.ptr), int(gscr.data.ptr), p_use, n, offs)
+        run_gen(k, q, p_use, bgen)
 
     chunked = (gen.min_scratch > 0 or (info.chunks or 1) > 1
                or (bgen is not None and (bgen.min_scratch > 0 or (binfo.chunks or 1) > 1)))
@@ -729,31 +730,23 @@ def bench_air(g: Gpu, ilib: ctypes.CDLL, air: Air, a, bandwidth: float, interp_r
                     f"{i // n} row {i % n}: {int(q_gen[i]):#x} vs {int(q_int[i]):#x}")
     if unwritten:
         errs.append(f"{unwritten} q words left unwritten (poison)")
-    if bgen is not None:
-        q_b = cp.full(3 * n, np.uint64(POISON2), dtype=cp.uint64)
-        run_before(0, q_b)
+    def differs(run, poison: int, ref) -> int:
+        """Words where `run` (into a poisoned buffer) differs from `ref` (0: the same)."""
+        q_x = cp.full(3 * n, np.uint64(poison), dtype=cp.uint64)
+        run(q_x)
         g.sync()
-        if not bool(cp.array_equal(q_b, q_gen)):
-            diff = cp.nonzero(q_gen != q_b)[0]
-            errs.append(f"generated != before on {int(diff.size)} of {3 * n} words")
-            identical = False
-        del q_b
-    if p_use is not None and chunked and gen.min_scratch <= p_use:
-        q_p = cp.full(3 * n, np.uint64(POISON2), dtype=cp.uint64)
-        run_gen_p(0, q_p)
-        g.sync()
-        if not bool(cp.array_equal(q_p, q_int)):
-            errs.append("generated with the prover's scratch != interpreter")
-            identical = False
-        del q_p
-    if do_smem:
-        q_s = cp.full(3 * n, np.uint64(POISON), dtype=cp.uint64)
-        run_int(0, q_s, IL.TMP_SHARED)
-        g.sync()
-        if not bool(cp.array_equal(q_s, q_gen)):
-            errs.append("interpreter (smem temps) != generated")
-            identical = False
-        del q_s
+        return int(cp.count_nonzero(q_x != ref))
+
+    if bgen is not None and (bad := differs(lambda q: run_before(0, q), POISON2, q_gen)):
+        errs.append(f"generated != before on {bad} of {3 * n} words")
+        identical = False
+    if p_use is not None and chunked and gen.min_scratch <= p_use and differs(lambda q: run_gen_p(0, q), POISON2,
+                                                                              q_int):
+        errs.append("generated with the prover's scratch != interpreter")
+        identical = False
+    if do_smem and differs(lambda q: run_int(0, q, IL.TMP_SHARED), POISON, q_gen):
+        errs.append("interpreter (smem temps) != generated")
+        identical = False
     if itp.errors():
         errs.append(f"interpreter error bits {itp.errors()}")
         identical = False
