@@ -49,7 +49,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
-import math
 import os
 import platform
 import shlex
@@ -192,16 +191,6 @@ def floor_ms(n_columns: int, words_per_row: int, n: int, bandwidth_gbs: float) -
     return (n_columns + words_per_row) * 8 * n / (bandwidth_gbs * 1e9) * 1e3
 
 
-def _fmt(x: float | None, nd: int = 3) -> str:
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return "-"
-    return f"{x:,.{nd}f}"
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None or not math.isfinite(x) else f"{100 * x:.0f}%"
-
-
 TABLE_HEAD = ["AIR", "N", "exprs timed", "launches", "generated ms (sum)", "interpreter ms (sum)",
               "floor ms (sum)", "% of floor", "speed-up", "bit-identical"]
 
@@ -238,8 +227,8 @@ def table_rows(results: list[Json]) -> list[list[str]]:
                         + ["-"] * 5 + [status])
             continue
         rows.append([r["air"], f"2^{r['rows']}", f"{r['exprs_timed']}/{r['exprs_covered']}",
-                     str(r["launches_timed"]), _fmt(r["gen_ms"]), _fmt(r["interp_ms"]), _fmt(r["floor_ms"]),
-                     _pct(r["floor_over_gen"]), f"{r['speedup']:.2f}x",
+                     str(r["launches_timed"]), R.fmt(r["gen_ms"]), R.fmt(r["interp_ms"]), R.fmt(r["floor_ms"]),
+                     R.pct(r["floor_over_gen"]), f"{r['speedup']:.2f}x",
                      "yes" if r.get("status") == "ok" else r.get("status", "?")])
     return rows
 
@@ -271,7 +260,7 @@ def kind_rows(results: list[Json]) -> list[list[str]]:
             a[1] += c["gen_ms"]
             a[2] += c["interp_ms"]
             a[3] += c["floor_ms"]
-    return [[k, str(n), _fmt(g), _fmt(i), _fmt(f), _pct(f / g if g else None), f"{i / g:.2f}x" if g else "-"]
+    return [[k, str(n), R.fmt(g), R.fmt(i), R.fmt(f), R.pct(f / g if g else None), f"{i / g:.2f}x" if g else "-"]
             for k, (n, g, i, f) in sorted(agg.items())]
 
 
@@ -295,7 +284,7 @@ def markdown_report(meta: Json, results: list[Json]) -> str:
         f"of {meta['reps']} runs after {meta['warmup']} warm-ups.", "",
         markdown_table(TABLE_HEAD, table_rows(results)), "",
         f"{len(ok)} AIRs timed, {sum(r['launches_timed'] for r in ok)} launches of "
-        f"{sum(r['exprs_timed'] for r in ok)} expressions; median % of floor over AIRs: {_pct(mf)}; "
+        f"{sum(r['exprs_timed'] for r in ok)} expressions; median % of floor over AIRs: {R.pct(mf)}; "
         f"speed-up over the interpreter: geometric mean {R.geomean(sp):.2f}x."
         + (f" {not_run} launches not run (time budget)." if not_run else ""), "",
         "Sums per AIR over every launch timed: for each covered expression a WRITE into an expression "
@@ -621,30 +610,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n\n", 1)[1])
-    ap.add_argument("--pk", action="append", required=True, help="provingKey directory (repeatable)")
-    ap.add_argument("--rows", type=int, default=22, help="log2 N trace rows (default 22; lowered if memory is short)")
-    ap.add_argument("--out", default=os.environ.get("OUT", "bench-out"), help="output dir (default $OUT)")
-    ap.add_argument("--reps", type=int, default=20, help="timed runs per launch (median; default 20)")
-    ap.add_argument("--warmup", type=int, default=3, help="untimed runs first (default 3)")
-    ap.add_argument("--oracle-rows", type=int, default=10,
-                    help="log2 rows of the numpy-oracle check per AIR (0 = off; default 10)")
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--air", action="append", default=[], help="only AIRs whose path contains this")
+    R.add_common_args(ap, "N trace rows", "launch", "start no new launch")
     ap.add_argument("--arch", default="90", help="GPU arch of libinterp.so (default 90)")
-    ap.add_argument("--bandwidth-mib", type=int, default=2048, help="copy size of the bandwidth test")
-    ap.add_argument("--budget-s", type=float, default=450.0,
-                    help="start no new launch after this many seconds (default 450)")
     a = ap.parse_args(argv)
-    if a.rows < 8 or a.rows > 30:
-        ap.error("--rows must be in [8, 30]")
     if a.oracle_rows and not 4 <= a.oracle_rows <= 16:
         ap.error("--oracle-rows must be 0 or in [4, 16]")
-    if a.reps < 1 or a.warmup < 0:
-        ap.error("--reps >= 1 and --warmup >= 0")
-    a.pk = [Path(p).resolve() for p in a.pk]
-    for p in a.pk:
-        if not p.is_dir():
-            ap.error(f"--pk {p}: not a directory")
+    R.check_common_args(ap, a)
     return a
 
 
@@ -713,7 +684,7 @@ def _main(argv: list[str] | None) -> int:
         if r.get("gen_ms") is not None:
             msg = (f"{r['exprs_timed']}/{r['exprs_covered']} exprs, {r['launches_timed']} launches: gen "
                    f"{r['gen_ms']:.3f} ms, interp {r['interp_ms']:.3f} ms ({r['speedup']:.2f}x), floor "
-                   f"{_pct(r['floor_over_gen'])}, N 2^{r['rows']}, {r['status']}")
+                   f"{R.pct(r['floor_over_gen'])}, N 2^{r['rows']}, {r['status']}")
         else:
             msg = r.get("status", "?") + (f" ({r['note']})" if r.get("note") else "")
         if r.get("errors"):
@@ -738,7 +709,7 @@ def _main(argv: list[str] | None) -> int:
     if skipped:
         print(f"time budget: {skipped} launches / AIRs not run (raise --budget-s or filter with --air)")
     print(f"\n{md.splitlines()[0]}\n{command}\n{g.name}, driver {meta['driver']}, copy {bw['gbs']:,.0f} GB/s, "
-          f"{meta['elapsed_s']:.0f} s, median % of floor {_pct(meta['median_floor_over_gen'])}\n")
+          f"{meta['elapsed_s']:.0f} s, median % of floor {R.pct(meta['median_floor_over_gen'])}\n")
     print(plain_table(TABLE_HEAD, table_rows(results)))
     print()
     print(plain_table(KIND_HEAD, kind_rows(results)))

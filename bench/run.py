@@ -195,13 +195,13 @@ def median_ms(samples: list[float]) -> float:
     return float(statistics.median(samples)) if samples else float("nan")
 
 
-def _fmt(x: float | None, nd: int = 3) -> str:
+def fmt(x: float | None, nd: int = 3) -> str:
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "-"
     return f"{x:,.{nd}f}"
 
 
-def _pct(x: float | None) -> str:
+def pct(x: float | None) -> str:
     return "-" if x is None or not math.isfinite(x) else f"{100 * x:.0f}%"
 
 
@@ -219,11 +219,11 @@ def table_rows(results: list[dict]) -> list[list[str]]:
             continue
         gen, itp = r["gen_ms"], r["interp_ms"]
         out.append([
-            r["air"], str(r["ops"]), r["chunks_slots"], r["regs"], _fmt(gen), _fmt(itp),
+            r["air"], str(r["ops"]), r["chunks_slots"], r["regs"], fmt(gen), fmt(itp),
             f"{itp / gen:.2f}x" if gen else "-",
-            _fmt(r.get("interp_smem_ms")) if r.get("interp_smem_ms") is not None else "=",
-            _fmt(r["floor_ms"]), _pct(r["floor_ms"] / gen if gen else None),
-            _fmt(gen * 1e6 / r["n_ext"], 2), str(r["muls_per_row"]), f"{r['gmul_s']:.0f}",
+            fmt(r.get("interp_smem_ms")) if r.get("interp_smem_ms") is not None else "=",
+            fmt(r["floor_ms"]), pct(r["floor_ms"] / gen if gen else None),
+            fmt(gen * 1e6 / r["n_ext"], 2), str(r["muls_per_row"]), f"{r['gmul_s']:.0f}",
             "yes" if r.get("identical") else "NO",
         ])
     return out
@@ -264,7 +264,7 @@ def _prover_cells(r: dict) -> list[str]:
     if bp is None and gp is None:
         return ["="] * 4
     b, g = bp if bp is not None else r["before_ms"], gp if gp is not None else r["gen_ms"]
-    return [_fmt(b), _fmt(g), f"{b / g:.2f}x",
+    return [fmt(b), fmt(g), f"{b / g:.2f}x",
             f"{r.get('before_launches_prover') or r.get('before_launches', '?')}/"
             f"{r.get('launches_prover') or r.get('launches', '?')}"]
 
@@ -276,8 +276,8 @@ def before_after_rows(results: list[dict]) -> list[list[str]]:
             continue
         b, g = r["before_ms"], r["gen_ms"]
         out.append([r["air"], str(r["ops"]), r.get("before_chunks_slots", "?"), r["chunks_slots"],
-                    r.get("before_regs", "?"), r["regs"], _fmt(b), _fmt(g), f"{b / g:.2f}x",
-                    f"{r['before_gmul_s']:.0f}", f"{r['gmul_s']:.0f}", _pct(r["floor_ms"] / g),
+                    r.get("before_regs", "?"), r["regs"], fmt(b), fmt(g), f"{b / g:.2f}x",
+                    f"{r['before_gmul_s']:.0f}", f"{r['gmul_s']:.0f}", pct(r["floor_ms"] / g),
                     f"{r.get('before_launches', '?')}/{r.get('launches', '?')}", *_prover_cells(r),
                     "yes" if r.get("identical") else "NO"])
     return out
@@ -792,19 +792,39 @@ def bench_air(g: Gpu, ilib: ctypes.CDLL, air: Air, a, bandwidth: float, interp_r
 
 
 # ======================================================================================= main
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog=__doc__.split("\n\n", 1)[1])
+def add_common_args(ap: argparse.ArgumentParser, rows: str, per: str, budget: str) -> None:
+    """The options run.py and exprs.py share (`rows`: what 2^--rows counts; `per`: what one timed
+    run times; `budget`: what --budget-s stops)."""
     ap.add_argument("--pk", action="append", required=True, help="provingKey directory (repeatable)")
-    ap.add_argument("--rows", type=int, default=22, help="log2 NExt (default 22; lowered if memory is short)")
+    ap.add_argument("--rows", type=int, default=22, help=f"log2 {rows} (default 22; lowered if memory is short)")
     ap.add_argument("--out", default=os.environ.get("OUT", "bench-out"), help="output dir (default $OUT)")
-    ap.add_argument("--reps", type=int, default=20, help="timed runs per kernel (median; default 20)")
+    ap.add_argument("--reps", type=int, default=20, help=f"timed runs per {per} (median; default 20)")
     ap.add_argument("--warmup", type=int, default=3, help="untimed runs first (default 3)")
     ap.add_argument("--oracle-rows", type=int, default=10,
                     help="log2 rows of the numpy-oracle check per AIR (0 = off; default 10)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--air", action="append", default=[], help="only AIRs whose path contains this")
+    ap.add_argument("--bandwidth-mib", type=int, default=2048, help="copy size of the bandwidth test")
+    ap.add_argument("--budget-s", type=float, default=450.0, help=f"{budget} after this many seconds (default 450)")
+
+
+def check_common_args(ap: argparse.ArgumentParser, a: argparse.Namespace) -> None:
+    """Validate the shared options; --pk becomes a list of resolved directories."""
+    if a.rows < 8 or a.rows > 30:
+        ap.error("--rows must be in [8, 30]")
+    if a.reps < 1 or a.warmup < 0:
+        ap.error("--reps >= 1 and --warmup >= 0")
+    a.pk = [Path(p).resolve() for p in a.pk]
+    for p in a.pk:
+        if not p.is_dir():
+            ap.error(f"--pk {p}: not a directory")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=__doc__.split("\n\n", 1)[1])
+    add_common_args(ap, "NExt", "kernel", "stop timing new AIRs")
     ap.add_argument("--no-smem", action="store_true", help="skip the shared-memory-temps interpreter")
     ap.add_argument("--build", action="store_true", help="run `exps-codegen build PK --arch ARCH` first")
     ap.add_argument("--arch", default="90", help="GPU arch for --build and libinterp.so (default 90)")
@@ -815,18 +835,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                          "by order: timed on the same inputs in the same run, q compared word for word")
     ap.add_argument("--before-build-dir", action="append", default=[],
                     help="build dir of the matching --before (same order)")
-    ap.add_argument("--bandwidth-mib", type=int, default=2048, help="copy size of the bandwidth test")
-    ap.add_argument("--budget-s", type=float, default=450.0,
-                    help="stop timing new AIRs after this many seconds (default 450)")
     a = ap.parse_args(argv)
-    if a.rows < 8 or a.rows > 30:
-        ap.error("--rows must be in [8, 30]")
-    if a.reps < 1 or a.warmup < 0:
-        ap.error("--reps >= 1 and --warmup >= 0")
-    a.pk = [Path(p).resolve() for p in a.pk]
-    for p in a.pk:
-        if not p.is_dir():
-            ap.error(f"--pk {p}: not a directory")
+    check_common_args(ap, a)
     if len(a.build_dir) > len(a.pk):
         ap.error("more --build-dir than --pk")
     a.build_dir_of = {str(p): Path(d).resolve() for p, d in zip(a.pk, a.build_dir)}
