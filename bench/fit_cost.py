@@ -11,7 +11,6 @@ the model's units (one base-field multiplication per row = A).
 """
 from __future__ import annotations
 
-import glob
 import json
 import math
 import sys
@@ -21,21 +20,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 
+from bench.replay_tune import q_irs  # noqa: E402
 from codegen.build.autotune import CostModel, occupancy, op_weight  # noqa: E402
-from codegen.coverage import cover  # noqa: E402
 from codegen.emit import KernelSource  # noqa: E402
-from codegen.model import load_air  # noqa: E402
 from codegen.plan import plan  # noqa: E402
 
 
 def points(sweep: dict, keys: list[str]) -> list[dict]:
-    irs = {}
-    for pk in keys:
-        for p in sorted(glob.glob(f"{pk}/**/*.starkinfo.json", recursive=True)):
-            si, ei = load_air(p, p.replace("starkinfo", "expressionsinfo"))
-            cov = cover(si, ei)
-            if cov.q:
-                irs.setdefault(si.name, cov.q)
+    irs = q_irs(keys)
     rows = 1 << sweep["rows"]
     m = CostModel()
     out = []

@@ -4,15 +4,12 @@ bench/data/sweep-waves-h200.json holds every chunking of every AIR of >= 60 Q op
 registers must choose a chunking within 5% of the sweep's fastest, on every AIR."""
 from __future__ import annotations
 
-import glob
 import json
 from pathlib import Path
 
-import pytest
 
-from codegen.build.autotune import CostModel, launches_per_row, tune, wave_rows
-from codegen.coverage import cover
-from codegen.model import load_air
+from bench.replay_tune import q_irs, replay
+from codegen.build.autotune import CostModel, launches_per_row, wave_rows
 from codegen.plan import Plan
 
 from require import require
@@ -41,30 +38,11 @@ def test_wave_and_launches_follow_the_provers_scratch() -> None:
     assert launches_per_row(_plan(1, 0), m) == 1 / (1 << 22)
 
 
-def _irs() -> dict:
-    require("pk")
-    irs = {}
-    for pk in [ROOT / "provingkey-sample", *sorted(PK.glob("*/provingKey"))]:
-        for p in sorted(glob.glob(f"{pk}/**/*.starkinfo.json", recursive=True)):
-            si, ei = load_air(p, p.replace("starkinfo", "expressionsinfo"))
-            cov = cover(si, ei)
-            if cov.q:
-                irs.setdefault(si.name, cov.q)
-    return irs
-
-
 def test_tuner_replayed_on_the_h200_sweep_is_within_5_percent() -> None:
+    require("pk")
     d = json.loads(SWEEP.read_text())
-    irs = _irs()
-    airs = sorted({r["air"] for r in d["results"]})
-    assert len(airs) == 19
-    ratios = {}
-    for air in airs:
-        rs = {r["ops_per_chunk"]: r for r in d["results"] if r["air"] == air}
-        q = irs[air.split("/")[-1]]
-        t = tune(q, lambda pl: (rs[pl.ops_per_chunk]["regs"], rs[pl.ops_per_chunk]["spills"])
-                 if pl.ops_per_chunk in rs else ([256] * pl.n_chunks, 1))
-        best = min((r for r in rs.values() if not r["spills"]), key=lambda r: r["ms"])
-        ratios[air] = rs[t.ops_per_chunk]["ms"] / best["ms"]
+    got = replay(d, q_irs([ROOT / "provingkey-sample", *sorted(PK.glob("*/provingKey"))]))
+    assert len(got) == 19
+    ratios = {air: chosen["ms"] / best["ms"] for air, (_, chosen, best) in got.items()}
     assert max(ratios.values()) <= 1.05, ratios
     assert sum(ratios.values()) / len(ratios) <= 1.01, ratios
