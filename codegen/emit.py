@@ -6,6 +6,7 @@ Output is deterministic: the same IR gives byte-identical translation units.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from dataclasses import dataclass, field
@@ -294,10 +295,24 @@ def render_parts(ks: KernelSource, tu_ops: int = TU_OPS) -> dict[str, str]:
     return files
 
 
+@functools.cache
+def templates_digest() -> str:
+    """sha256 of every file in templates/ (names and bytes): the emitter's text, gen_common.cuh's
+    arithmetic included, so a `.so` built from other templates never passes as current even if
+    EMITTER_VERSION was not bumped."""
+    h = hashlib.sha256()
+    for p in sorted(TEMPLATES.iterdir()):
+        if p.is_file():
+            h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
 def source_hash(content_digest: str, settings: dict) -> str:
-    """Hash of the inputs a kernel is built from (JSON content, emitter version, settings)."""
+    """Hash of the inputs a kernel is built from (JSON content, emitter version and templates,
+    settings)."""
     h = hashlib.sha256()
     h.update(EMITTER_VERSION.encode())
+    h.update(templates_digest().encode())
     h.update(content_digest.encode())
     h.update(repr(sorted(settings.items())).encode())
     return h.hexdigest()

@@ -6,6 +6,7 @@ import itertools
 import json
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 import time
@@ -414,6 +415,24 @@ def test_source_hash() -> None:
     assert re.fullmatch(r"[0-9a-f]{64}", a)
     assert len({a, emit.source_hash("e" * 64, {"ops_per_chunk": 64, "arch": "90"}),
                 emit.source_hash("d" * 64, {"ops_per_chunk": 32, "arch": "90"})}) == 3
+
+
+def test_source_hash_follows_the_templates(tmp_path: Path, monkeypatch) -> None:
+    """An edit of gen_common.cuh (the arithmetic) or any template changes every source hash, so a
+    `.so` of the old text is stale even if EMITTER_VERSION was not bumped."""
+    a = emit.source_hash("d" * 64, {"arch": "90"})
+    t = tmp_path / "templates"
+    shutil.copytree(emit.TEMPLATES, t)
+    monkeypatch.setattr(emit, "TEMPLATES", t)
+    emit.templates_digest.cache_clear()
+    try:
+        assert emit.source_hash("d" * 64, {"arch": "90"}) == a       # same bytes, same hash
+        emit.templates_digest.cache_clear()
+        h = t / emit.COMMON_HEADER
+        h.write_text(h.read_text().replace("gl_add", "gl_add_", 1))
+        assert emit.source_hash("d" * 64, {"arch": "90"}) != a
+    finally:
+        emit.templates_digest.cache_clear()
 
 
 # ========================================================================= a 40,000-op Q
