@@ -251,9 +251,24 @@ def launches(chunks: int | None, min_scratch: int, n_ext: int, scratch_elems: in
     return chunks * -(-n_ext // (grid * 256))
 
 
+#: the chunked launcher's scratch top-up (templates/gen_common.cuh exps_topup)
+TOPUP_BLOCKS, TOPUP_MB = 2048, 512
+
+
+def topup_scratch(min_scratch: int, n_ext: int, scratch_elems: int, mb: int = TOPUP_MB) -> int:
+    """The scratch elements a chunked launch of this tree runs with when given `scratch_elems`:
+    its own wave of up to TOPUP_BLOCKS blocks (at most `mb` MiB) when the given holds fewer."""
+    if not min_scratch:
+        return scratch_elems
+    slots = min_scratch // 256
+    given = scratch_elems // min_scratch
+    want = min(-(-n_ext // 256), TOPUP_BLOCKS, (mb << 20) // (slots * 256 * 8))
+    return scratch_elems if given >= want else want * min_scratch
+
+
 BA_HEAD = ["AIR", "ops", "before chunks/slots", "after chunks/slots", "before regs", "after regs",
            "before ms", "after ms", "speed-up", "before Gmul/s", "after Gmul/s", "after floor/gen",
-           "launches before/after", "prover scratch: before ms", "after ms", "speed-up",
+           "launches before/after", "prover scratch: before ms", "after ms", "after, no top-up ms", "speed-up",
            "launches before/after", "bit-identical"]
 
 
@@ -262,9 +277,10 @@ def _prover_cells(r: dict) -> list[str]:
     "=" where both are single kernels, which take no scratch)."""
     bp, gp = r.get("before_prover_ms"), r.get("gen_prover_ms")
     if bp is None and gp is None:
-        return ["="] * 4
+        return ["="] * 5
     b, g = bp if bp is not None else r["before_ms"], gp if gp is not None else r["gen_ms"]
-    return [fmt(b), fmt(g), f"{b / g:.2f}x",
+    gn = r.get("gen_prover_notopup_ms")
+    return [fmt(b), fmt(g), fmt(gn) if gn is not None else "-", f"{b / g:.2f}x",
             f"{r.get('before_launches_prover') or r.get('before_launches', '?')}/"
             f"{r.get('launches_prover') or r.get('launches', '?')}"]
 
@@ -416,8 +432,10 @@ class Gpu:
     def sync(self) -> None:
         self.dev.synchronize()
 
-    def time(self, launch, warmup: int, reps: int, n_sets: int = 1) -> list[float]:
-        """Per-run milliseconds (CUDA events on the null stream around each launch)."""
+    def time(self, launch, warmup: int, reps: int, n_sets: int = 1, synced: bool = False) -> list[float]:
+        """Per-run milliseconds (CUDA events on the null stream around each launch). `synced`: the
+        device is synchronized after every run (as a prover between AIRs), so a stream-ordered
+        allocation inside the launch is paid each run, not kept in the pool from the last."""
         cp = self.cp
         for i in range(warmup):
             launch(i % n_sets)
@@ -427,6 +445,9 @@ class Gpu:
             a.record()
             launch((warmup + i) % n_sets)
             b.record()
+            if synced:
+                b.synchronize()
+                self.sync()
         evs[-1][1].synchronize()
         self.sync()
         return [float(cp.cuda.get_elapsed_time(a, b)) for a, b in evs]
@@ -744,6 +765,14 @@ def bench_air(g: Gpu, ilib: ctypes.CDLL, air: Air, a, bandwidth: float, interp_r
                                                                               q_int):
         errs.append("generated with the prover's scratch != interpreter")
         identical = False
+    if p_use is not None and chunked and gen.min_scratch <= p_use:
+        os.environ["EXPS_SCRATCH_MB"] = "0"
+        try:
+            if differs(lambda q: run_gen_p(0, q), POISON2, q_int):
+                errs.append("generated with the prover's scratch, no top-up != interpreter")
+                identical = False
+        finally:
+            del os.environ["EXPS_SCRATCH_MB"]
     if do_smem and differs(lambda q: run_int(0, q, IL.TMP_SHARED), POISON, q_gen):
         errs.append("interpreter (smem temps) != generated")
         identical = False
@@ -760,12 +789,22 @@ def bench_air(g: Gpu, ilib: ctypes.CDLL, air: Air, a, bandwidth: float, interp_r
     t_bef_b = g.time(run_before, a.warmup, a.reps, n_sets) if bgen is not None else []
     if p_use is not None and chunked:     # single kernels take no scratch: same as above
         fits = gen.min_scratch <= p_use
-        t_gp = g.time(run_gen_p, a.warmup, a.reps, n_sets) if fits else []
-        t_bp = (g.time(run_before_p, a.warmup, a.reps, n_sets)
+        # this tree's launcher tops the prover's scratch up (EXPS_SCRATCH_MB); timed synced, so the
+        # allocation is paid every run; and without the top-up (EXPS_SCRATCH_MB=0), as before it
+        t_gp = g.time(run_gen_p, a.warmup, a.reps, n_sets, synced=True) if fits else []
+        os.environ["EXPS_SCRATCH_MB"] = "0"
+        try:
+            t_gn = g.time(run_gen_p, a.warmup, a.reps, n_sets, synced=True) if fits else []
+        finally:
+            del os.environ["EXPS_SCRATCH_MB"]
+        t_bp = (g.time(run_before_p, a.warmup, a.reps, n_sets, synced=True)
                 if bgen is not None and bgen.min_scratch <= p_use else [])
         res.update({"gen_prover_ms": median_ms(t_gp) if t_gp else None,
+                    "gen_prover_notopup_ms": median_ms(t_gn) if t_gn else None,
                     "before_prover_ms": median_ms(t_bp) if t_bp else None,
-                    "launches_prover": launches(info.chunks, gen.min_scratch, n, p_use) if fits else None,
+                    "launches_prover": (launches(info.chunks, gen.min_scratch, n,
+                                                 topup_scratch(gen.min_scratch, n, p_use)) if fits else None),
+                    "launches_prover_notopup": launches(info.chunks, gen.min_scratch, n, p_use) if fits else None,
                     "before_launches_prover": (launches(binfo.chunks, bgen.min_scratch, n, p_use, 512)
                                                if t_bp else None)})
     gen_ms = median_ms(t_gen_a + t_gen_b)

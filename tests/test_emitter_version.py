@@ -25,6 +25,7 @@ CONNECTION = ROOT.parent / "shared" / "pk" / "connection" / "provingKey"
 #: EMITTER_VERSION -> sha256 of the reference kernels' emitted text
 PINNED = {
     "0.3.0": "a3035f7f630c12bccd0ed76aeeb49c11df8dbda6ae65588f474e6f84fdd652f8",
+    "0.4.0": "479dd74ad637f31488414f95bce9754bff4c17712d928a71abd937795ecfb922",
 }
 
 
