@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Second call of a GPU round (after bench/check_round.sh on the same warm machine, which left the
+# after and before builds in /tmp/after and /tmp/before): bench/exprs.py on the AIRs matching
+# EXPRS_AIRS (substrings, space-separated; default: all) of both builds, same seed and rows, then
+# bench/exprs_compare.py. Usage: bash bench/exprs_round.sh OUT    Limits (s): EXPRS_S=240 (each side).
+set -uo pipefail
+OUT=${1:?usage: exprs_round.sh OUT}
+. "$(dirname "$0")/round_env.sh"
+airs=(); for a in ${EXPRS_AIRS:-}; do airs+=(--air "$a"); done
+for side in after before; do
+  pks=(); for d in /tmp/$side/*/pk; do [ -d "$d" ] && pks+=(--pk "$d"); done
+  [ ${#pks[@]} -gt 0 ] || { echo "no $side builds in /tmp/$side (run check_round.sh first)" | tee -a "$S"; exit 1; }
+  timeout $(( ${EXPRS_S:-240} + 30 )) python3 bench/exprs.py "${pks[@]}" "${airs[@]}" --rows 22 --reps ${EXPRS_REPS:-5} \
+    --warmup 2 --seed 1 --oracle-rows 10 --out "$OUT/exprs-$side" --budget-s "${EXPRS_S:-240}" > "$OUT/exprs-$side.log" 2>&1
+  echo "$(el) exprs $side: $(tail -1 "$OUT/exprs-$side.log")" | tee -a "$S"
+done
+python3 bench/exprs_compare.py "$OUT/exprs-after/exprs.json" "$OUT/exprs-before/exprs.json" | tee "$OUT/exprs-compare.md" | tail -1 | tee -a "$S"
+echo "$(el) done" | tee -a "$S"
