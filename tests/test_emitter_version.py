@@ -26,6 +26,7 @@ CONNECTION = ROOT.parent / "shared" / "pk" / "connection" / "provingKey"
 PINNED = {
     "0.3.0": "a3035f7f630c12bccd0ed76aeeb49c11df8dbda6ae65588f474e6f84fdd652f8",
     "0.4.0": "479dd74ad637f31488414f95bce9754bff4c17712d928a71abd937795ecfb922",
+    "0.4.1": "9c82f7cb4e6044190414a2d62c261226ba599b7d87f704bac3ba0a0e2593529e",
 }
 
 

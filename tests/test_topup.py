@@ -1,4 +1,4 @@
-"""The chunked launcher's scratch top-up (templates/gen_common.cuh exps_topup, issue #13): the
+"""exps_ctx's log2 of the row count, and the chunked launcher's scratch top-up (templates/gen_common.cuh exps_topup, issue #13): the
 wave it aims at, the EXPS_SCRATCH_MB knob, and its fallback to the caller's scratch when the
 allocation fails (CI has no GPU: cudaMallocAsync fails there, so the fallback path is the one run).
 The header's host-side code is compiled by nvcc into a small library and called through ctypes;
@@ -18,6 +18,7 @@ from require import require
 
 SRC = r'''
 #include "gen_common.cuh"
+extern "C" unsigned lg(unsigned long long d) { return exps_log2_ceil(d); }
 extern "C" int last_error(void) { return (int)cudaGetLastError(); }
 extern "C" unsigned long long want(unsigned long long slots, unsigned long long all) {
     return exps_topup_want(slots, all);
@@ -45,6 +46,7 @@ def lib(tmp_path_factory) -> ctypes.CDLL:
     so.want.restype = so.topup.restype = ctypes.c_ulonglong
     so.want.argtypes = [ctypes.c_ulonglong] * 2
     so.last_error.restype = ctypes.c_int
+    so.lg.restype, so.lg.argtypes = ctypes.c_uint, [ctypes.c_ulonglong]
     so.topup.argtypes = [ctypes.c_ulonglong] * 3 + [ctypes.POINTER(ctypes.c_int)] * 2
     return so
 
@@ -100,3 +102,14 @@ def test_failed_allocation_falls_back_to_the_given_scratch(lib, monkeypatch) -> 
         assert g == 2
     else:
         assert g == 1
+
+
+def test_log2_ceil_of_the_row_count(lib) -> None:
+    """exps_ctx's log2 of the domain (column c starts at c << lg): the smallest lg with 2^lg >= D,
+    as the loop it replaced computed it."""
+    for d in [0, 1, 2, 3, 4, 5, 7, 8, 9, 255, 256, 257, *(1 << k for k in range(64)),
+              *((1 << k) + 1 for k in range(2, 63)), *((1 << k) - 1 for k in range(2, 64))]:
+        want = 0
+        while (1 << want) < d:
+            want += 1
+        assert lib.lg(d) == want, d
