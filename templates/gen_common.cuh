@@ -18,6 +18,17 @@
 #define EXPS_HD static inline
 typedef struct CUstream_st* cudaStream_t;
 #endif
+// The field inverses (gl_inv, gl3_inv) only: out of line on the device, so that cicc optimizes them
+// once per TU instead of once per expression kernel (issue #15). A `static` function has internal
+// linkage in every TU that includes this header (several TUs are linked into one .so). ptxas still
+// copies a callee into every kernel that calls it (whole-program mode), so the device form of
+// the squaring loop in gl_sqrn_mul is also kept rolled: ~18 multiplies of code instead of ~90.
+// The host form (g++, and nvcc's host pass) stays static inline.
+#ifdef __CUDA_ARCH__
+#define EXPS_HD_OUTLINE static __host__ __device__ __noinline__
+#else
+#define EXPS_HD_OUTLINE EXPS_HD
+#endif
 #define EXPS_EXPORT __attribute__((visibility("default")))
 
 // The prover's StepsParams: 12 pointers, 96 bytes, this field order (spec §2.3).
@@ -181,13 +192,17 @@ __device__ __forceinline__ uint64_t gl_mul(uint64_t a, uint64_t b) {
 EXPS_HD uint64_t gl_mul(uint64_t a, uint64_t b) { return gl_mul_portable(a, b); }
 #endif
 
+// s^(2^n) * m: n raw squarings, then one raw multiplication (a loop on the device: see EXPS_HD_OUTLINE).
 EXPS_HD uint64_t gl_sqrn_mul(uint64_t s, int n, uint64_t m) {
+#ifdef __CUDA_ARCH__
+#pragma unroll 1
+#endif
     for (int i = 0; i < n; ++i) s = gl_mul(s, s);
     return gl_mul(s, m);
 }
 
 // a^(p-2) by sppark's addition chain (raw multiplications); inv(0) = 0.
-EXPS_HD uint64_t gl_inv(uint64_t x) {
+EXPS_HD_OUTLINE uint64_t gl_inv(uint64_t x) {
     uint64_t t0, t1;
     t1 = gl_sqrn_mul(x, 1, x);
     t0 = gl_sqrn_mul(t1, 2, t1);
@@ -223,7 +238,7 @@ EXPS_HD gl3 gl3_mul(gl3 a, gl3 b) {
                     gl_sub(R2, G));
 }
 
-EXPS_HD gl3 gl3_inv(gl3 a) {
+EXPS_HD_OUTLINE gl3 gl3_inv(gl3 a) {
     uint64_t aa = gl_mul(a.v0, a.v0), ac = gl_mul(a.v0, a.v2), ba = gl_mul(a.v1, a.v0);
     uint64_t bb = gl_mul(a.v1, a.v1), bc = gl_mul(a.v1, a.v2), cc = gl_mul(a.v2, a.v2);
     uint64_t aaa = gl_mul(aa, a.v0), aac = gl_mul(aa, a.v2), abc = gl_mul(ba, a.v2);
