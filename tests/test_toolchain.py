@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import re
 import stat
 import subprocess
 import time
@@ -117,6 +118,32 @@ def test_no_spill_kernel_reports_zero(tmp_path, nvcc):
     assert tc.spill_bytes(res.report) == 0
 
 
+def test_host_opt_level_leaves_the_device_code_alone(tmp_path, nvcc):
+    """BASE_FLAGS' `-O1` is the host compiler's level only (issue #15): with -O3 instead, cicc and
+    ptxas get the same arguments and the PTX is the same text, so the SASS is the same."""
+    from codegen.emit import COMMON_HEADER, TEMPLATES
+    (tmp_path / COMMON_HEADER).write_text((TEMPLATES / COMMON_HEADER).read_text())
+    (tmp_path / "t.cu").write_text(f'#include "{COMMON_HEADER}"\n'
+                                   "__global__ void k(uint64_t* d) { d[0] = gl_inv(gl_mul(d[1], d[2])); }\n")
+    assert tc.BASE_FLAGS[0] == "-O1"
+    o3 = ["-O3", *tc.BASE_FLAGS[1:]]
+
+    def device_steps(flags: list[str]) -> list[str]:
+        out = subprocess.run([str(nvcc), "-dryrun", "-c", *flags, *tc.gencode_flags([90]), "t.cu", "-o", "t.o"],
+                             cwd=tmp_path, capture_output=True, text=True, check=True).stderr
+        steps = [l for l in out.splitlines() if re.search(r"\b(cicc|ptxas)\b", l)]
+        return [re.sub(r"tmpxft_\w+", "T", l) for l in steps]
+
+    assert device_steps(list(tc.BASE_FLAGS)) == device_steps(o3) != []
+
+    def ptx(flags: list[str]) -> str:
+        subprocess.run([str(nvcc), "-ptx", *flags, "-arch=sm_90", "t.cu", "-o", "t.ptx"], cwd=tmp_path,
+                       capture_output=True, check=True)
+        return (tmp_path / "t.ptx").read_text()
+
+    assert ptx(list(tc.BASE_FLAGS)) == ptx(o3)
+
+
 # ----------------------------------------------------------------------------- discovery
 
 def _fake_exe(path: Path) -> Path:
@@ -221,7 +248,7 @@ def test_compile_options_flags_and_key():
     o = tc.CompileOptions((90, 80, 90), extra_flags=("-lineinfo",), maxrregcount=64)
     assert o.archs == (80, 90)
     f = o.flags()
-    assert f[:7] == ["-O3", "-std=c++17", "-Xcompiler", "-fPIC", "-DGL64_PARTIALLY_REDUCED",
+    assert f[:7] == ["-O1", "-std=c++17", "-Xcompiler", "-fPIC", "-DGL64_PARTIALLY_REDUCED",
                      "-Xptxas", "-v"]
     assert f[-3:] == ["-maxrregcount", "64", "-lineinfo"]
     assert o.key() == tc.CompileOptions((80, 90), ("-lineinfo",), 64).key()
