@@ -19,6 +19,7 @@ differs or any AIR failed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import hashlib
 import json
@@ -251,13 +252,31 @@ def launches(chunks: int | None, min_scratch: int, n_ext: int, scratch_elems: in
     return chunks * -(-n_ext // (grid * 256))
 
 
+@contextlib.contextmanager
+def no_topup():
+    """The generated launcher without its scratch top-up (EXPS_SCRATCH_MB=0, read at every
+    exps_launch), the caller's setting restored after."""
+    old = os.environ.get("EXPS_SCRATCH_MB")
+    os.environ["EXPS_SCRATCH_MB"] = "0"
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["EXPS_SCRATCH_MB"]
+        else:
+            os.environ["EXPS_SCRATCH_MB"] = old
+
+
 #: the chunked launcher's scratch top-up (templates/gen_common.cuh exps_topup)
 TOPUP_BLOCKS, TOPUP_MB = 2048, 512
 
 
-def topup_scratch(min_scratch: int, n_ext: int, scratch_elems: int, mb: int = TOPUP_MB) -> int:
+def topup_scratch(min_scratch: int, n_ext: int, scratch_elems: int, mb: int | None = None) -> int:
     """The scratch elements a chunked launch of this tree runs with when given `scratch_elems`:
     its own wave of up to TOPUP_BLOCKS blocks (at most `mb` MiB) when the given holds fewer."""
+    if mb is None:
+        v = os.environ.get("EXPS_SCRATCH_MB", "")
+        mb = int(v) if v.isdigit() and int(v) <= 1 << 24 else TOPUP_MB
     if not min_scratch:
         return scratch_elems
     slots = min_scratch // 256
@@ -766,13 +785,10 @@ def bench_air(g: Gpu, ilib: ctypes.CDLL, air: Air, a, bandwidth: float, interp_r
         errs.append("generated with the prover's scratch != interpreter")
         identical = False
     if p_use is not None and chunked and gen.min_scratch <= p_use:
-        os.environ["EXPS_SCRATCH_MB"] = "0"
-        try:
+        with no_topup():
             if differs(lambda q: run_gen_p(0, q), POISON2, q_int):
                 errs.append("generated with the prover's scratch, no top-up != interpreter")
                 identical = False
-        finally:
-            del os.environ["EXPS_SCRATCH_MB"]
     if do_smem and differs(lambda q: run_int(0, q, IL.TMP_SHARED), POISON, q_gen):
         errs.append("interpreter (smem temps) != generated")
         identical = False
@@ -792,11 +808,8 @@ def bench_air(g: Gpu, ilib: ctypes.CDLL, air: Air, a, bandwidth: float, interp_r
         # this tree's launcher tops the prover's scratch up (EXPS_SCRATCH_MB); timed synced, so the
         # allocation is paid every run; and without the top-up (EXPS_SCRATCH_MB=0), as before it
         t_gp = g.time(run_gen_p, a.warmup, a.reps, n_sets, synced=True) if fits else []
-        os.environ["EXPS_SCRATCH_MB"] = "0"
-        try:
+        with no_topup():
             t_gn = g.time(run_gen_p, a.warmup, a.reps, n_sets, synced=True) if fits else []
-        finally:
-            del os.environ["EXPS_SCRATCH_MB"]
         t_bp = (g.time(run_before_p, a.warmup, a.reps, n_sets, synced=True)
                 if bgen is not None and bgen.min_scratch <= p_use else [])
         res.update({"gen_prover_ms": median_ms(t_gp) if t_gp else None,
