@@ -19,13 +19,15 @@
 typedef struct CUstream_st* cudaStream_t;
 #endif
 // The field inverses (gl_inv, gl3_inv) only: out of line on the device, so that cicc optimizes them
-// once per TU instead of once per expression kernel (issue #15). A `static` function has internal
-// linkage in every TU that includes this header (several TUs are linked into one .so). ptxas still
+// once per TU instead of once per expression kernel (issue #15). They are `inline` (one definition
+// per TU, merged by the host linker), not `static`: nvcc names a device function of internal linkage
+// after its compile's pid-derived temp file (`_INTERNAL_<hash>_...`), which made two builds of one
+// key differ byte for byte in the .so's device code (tests/test_shared_cache.py). ptxas still
 // copies a callee into every kernel that calls it (whole-program mode), so the device form of
 // the squaring loop in gl_sqrn_mul is also kept rolled: ~18 multiplies of code instead of ~90.
-// The host form (g++, and nvcc's host pass) stays static inline.
+// The host form (g++, and nvcc's host pass) stays inline.
 #ifdef __CUDA_ARCH__
-#define EXPS_HD_OUTLINE static __host__ __device__ __noinline__
+#define EXPS_HD_OUTLINE inline __host__ __device__ __noinline__
 #else
 #define EXPS_HD_OUTLINE EXPS_HD
 #endif
