@@ -228,7 +228,7 @@ def test_autotune_large_sample_air_with_real_nvcc(tmp_path, monkeypatch):
 # ------------------------------------------------------------------ representative probes (#15)
 def test_representative_chunks_and_filled_registers() -> None:
     """A plan of many chunks is probed through PROBE_SAMPLE representatives (the highest estimated
-    registers, and the last chunk); the others get their estimate scaled by the largest measured /
+    registers, and the last chunk); the others get their estimate scaled by the median measured /
     estimated ratio."""
     from codegen.build.actions import PROBE_SAMPLE, fill_unprobed, representatives
     from codegen.build.autotune import chunk_pressure, estimate_regs
@@ -251,6 +251,42 @@ def test_representative_chunks_and_filled_registers() -> None:
     assert [filled[c] for c in reps] == [2 * est[c] for c in reps]
     assert all(filled[c] == min(255, 2 * est[c]) for c in range(big.n_chunks))
     assert fill_unprobed(ir, small, [40, 41, 42, 43], [0, 1, 2, 3]) == [40, 41, 42, 43]
+    for k, c in enumerate(reps):              # ratios 1, 2, 3, 4: the median is 2.5, not the largest
+        measured[c] = (k + 1) * est[c]
+    filled = fill_unprobed(ir, big, measured, reps)
+    assert all(filled[c] == min(255, round(2.5 * est[c])) for c in range(big.n_chunks) if c not in reps)
+
+
+def test_filled_registers_choose_as_the_true_ones_on_the_samples_large() -> None:
+    """bench/data/allregs-large.json: ptxas's registers of every chunk of the sample's Large at 48,
+    64 and 96 ops per chunk (bench/allregs.py). The tuner compiles 4 representatives per plan and
+    fills the rest; with that fill its cost model must rank the plans as with every chunk's true
+    registers. The largest-ratio fill did not: it made 48-op chunks the cheapest (the H200 sweep:
+    7-13% slower than 64 or 96)."""
+    import statistics
+    from bench.replay_tune import q_irs
+    from codegen.build.actions import fill_unprobed
+    from codegen.build.autotune import candidate_plans, cost, estimated_regs
+    from codegen.emit import KernelSource
+    root = Path(__file__).resolve().parent.parent
+    d = json.loads((root / "bench" / "data" / "allregs-large.json").read_text())
+    ir = q_irs([root / "provingkey-sample"])["Large"]
+    plans, _ = candidate_plans(ir)
+    true_cost, fill_cost, max_cost = {}, {}, {}
+    for c, rec in d["plans"].items():
+        ks = KernelSource("k", ir, plans[int(c)], [], "0" * 64)
+        pl, regs, reps = ks.plan, rec["regs"], rec["reps"]
+        assert pl.n_chunks == rec["n_chunks"], "the planner changed: re-record with bench/allregs.py"
+        true_cost[c] = cost(ks.q, pl, regs)
+        fill_cost[c] = cost(ks.q, pl, fill_unprobed(ks.q, pl, [regs[i] if i in reps else 0 for i in range(pl.n_chunks)], reps))
+        est = estimated_regs(ks.q, pl)
+        k = max(regs[i] / est[i] for i in reps)
+        max_cost[c] = cost(ks.q, pl, [regs[i] if i in reps else min(255, round(est[i] * k)) for i in range(pl.n_chunks)])
+    best = min(true_cost, key=true_cost.get)
+    assert best == "64", true_cost
+    assert min(fill_cost, key=fill_cost.get) == best, fill_cost
+    assert min(max_cost, key=max_cost.get) == "48", max_cost      # the old fill's choice
+    assert statistics.mean(abs(fill_cost[c] / true_cost[c] - 1) for c in true_cost) < 0.05
 
 
 @requires("nvcc")
