@@ -52,14 +52,21 @@ def build_so(key, q, opc, work: Path, cache):
     regs, spills = chunk_stats(key, pl, [r for _, r, _ in got.values()])
     so = d / "k.so"
     tc.link_shared([Path(o) for o, _, _ in got.values()], so, compile_options(ARCHS), launcher=[])
-    so_gs = None
-    if pl.n_chunks == 1:       # A/B: the same single kernel in the grid-stride form (<= 0.3)
-        gs = {n: "#define EXPS_SINGLE_GRID_STRIDE 1\n" + t for n, t in files.items()}
-        got = compile_tus(stage_sources(gs, d / "src_gs"), d / "obj_gs", compile_options(ARCHS), cache, None,
-                          jobs=1)
-        so_gs = d / "k_gs.so"
-        tc.link_shared([Path(o) for o, _, _ in got.values()], so_gs, compile_options(ARCHS), launcher=[])
-    return pl, regs, spills, so, ks.q, so_gs
+    variants = {}
+    if pl.n_chunks == 1:       # A/B: the same single kernel in other launch shapes (macros of the template)
+        for name, define in VARIANTS.items():
+            gs = {n: define + "\n" + t for n, t in files.items()}
+            got = compile_tus(stage_sources(gs, d / f"src_{name}"), d / f"obj_{name}", compile_options(ARCHS),
+                              cache, None, jobs=1)
+            variants[name] = d / f"k_{name}.so"
+            tc.link_shared([Path(o) for o, _, _ in got.values()], variants[name], compile_options(ARCHS), launcher=[])
+    return pl, regs, spills, so, ks.q, variants
+
+
+#: single-kernel launch shapes timed beside the emitted one: the grid-stride form (<= 0.3) and
+#: several rows per thread, a grid apart (the per-row code inlined R times: nvcc may interleave them)
+VARIANTS = {"grid_stride": "#define EXPS_SINGLE_GRID_STRIDE 1", "rows2": "#define EXPS_SINGLE_ROWS 2",
+            "rows4": "#define EXPS_SINGLE_ROWS 4"}
 
 
 def gpu_words(cp, n, rng_seed):
@@ -149,7 +156,7 @@ def main() -> int:
         max_slots = max(b[0].total_slots for _, b in entries)
         scratch = cp.zeros(max(max_slots, 1) * max(waves + [512]) * 256, dtype=cp.uint64)
         ref = None
-        for (j, (pl, regs, spills, so, qk, so_gs)) in entries:
+        for (j, (pl, regs, spills, so, qk, variants)) in entries:
             lib = ctypes.CDLL(str(so))
             u64, vp = ctypes.c_uint64, ctypes.c_void_p
             lib.exps_launch.argtypes = [vp, vp, vp, u64, u64, u64, u64, u64, u64, vp]
@@ -175,12 +182,13 @@ def main() -> int:
                 ref = h
             same = h == ref
             by_wave = {}
-            gs_ms = None
-            if so_gs is not None:
-                lib_gs = ctypes.CDLL(str(so_gs))
-                lib_gs.exps_launch.argtypes = lib.exps_launch.argtypes
-                gs_ms, hg = timed(512, lib_gs)
-                same = same and hg == ref
+            var_ms = {}
+            for vname, vso in variants.items():
+                lib_v = ctypes.CDLL(str(vso))
+                lib_v.exps_launch.argtypes = lib.exps_launch.argtypes
+                var_ms[vname], hv = timed(512, lib_v)
+                same = same and hv == ref
+            gs_ms = var_ms.get("grid_stride")
             if pl.n_chunks > 1:
                 for w in waves:
                     by_wave[str(w)], hw = timed(w)
@@ -189,11 +197,11 @@ def main() -> int:
                  "chunks": pl.n_chunks,
                  "slots": pl.total_slots, "regs": regs, "spills": spills, "ms": ms, "same_q": same,
                  "model_cost": cost(qk, pl, regs), "waves": by_wave, "ops_emitted": len(qk.ops),
-                 "single_grid_stride_ms": gs_ms}
+                 "single_grid_stride_ms": gs_ms, "single_variants_ms": var_ms}
             results.append(r)
             print(f"{name:<40} opc {j[4]:>5} chunks {pl.n_chunks:>4} slots {pl.total_slots:>4} "
                   f"regs {max(regs):>3} spill {spills:>5} {ms:8.3f} ms"
-                  f"{f' (grid-stride {gs_ms:.3f})' if gs_ms else ''} {'' if same else 'Q DIFFERS'}", flush=True)
+                  f"{''.join(f' ({v} {t:.3f})' for v, t in var_ms.items())} {'' if same else 'Q DIFFERS'}", flush=True)
         del aux, cst, qbuf, scratch, wts
         cp.get_default_memory_pool().free_all_blocks()
         (out / "sweep.json").write_text(json.dumps({"rows": a.rows, "results": results, "partial": True}))
