@@ -47,7 +47,7 @@ def points(sweep: dict, keys: list[str]) -> list[dict]:
 
 
 def features(x: dict, occ_sat: float) -> list[float]:
-    f1 = sum(wc / min(1.0, occupancy(rg) / occ_sat) for wc, rg in zip(x["w"], x["regs"]))
+    f1 = sum(wc / min(1.0, (occupancy(rg) / occ_sat) ** CostModel.OCC_EXP) for wc, rg in zip(x["w"], x["regs"]))
     return [f1 * x["rows"] * 1e-9, x["launches"], x["chunks"] * x["rows"] * 1e-9, x["sw"] * x["rows"] * 1e-9]
 
 

@@ -12,8 +12,9 @@ Cost model (per row, in units of one base-field multiplication; constants in `Co
   + chunks * CHUNK
   + launches per row * LAUNCH
 weight = multiplications (3x3 = 6, 3x1 = 3, 1x1 = 1) + ADD per add/sub component.
-eff(occ) = min(1, occ / OCC_SAT): below OCC_SAT the SMs cannot hide the latency of the long
-dependent multiply chains, so time grows as 1 / occupancy.
+eff(occ) = min(1, (occ / OCC_SAT) ** OCC_EXP): below OCC_SAT the SMs cannot hide the latency of
+the long dependent multiply chains, so time grows as occupancy falls (less than 1 / occupancy: a
+chunk's independent chains hide part of it).
 launches per row: a single kernel is one launch over ROWS rows; a chunked plan launches every chunk
 once per wave, and a wave is as many rows as the prover's scratch holds (SCRATCH_WORDS / slots,
 at most ROWS; WAVE_BLOCKS blocks when the scratch is not known).
@@ -52,6 +53,12 @@ class CostModel:
     WORD: float = 0.41         # a scratch word stored or loaded
     CHUNK: float = 0.21        # per-row cost of one more chunk kernel (prologue, addressing)
     OCC_SAT: float = 0.3125    # occupancy above which more resident threads stop helping
+    #: below OCC_SAT time grows as (OCC_SAT / occ) ** OCC_EXP: a chunk of many independent chains
+    #: hides latency with fewer threads than 1 / occ says. 0.6 (session 4): replaying the tuner on
+    #: the session-4 sweep of this tree (bench/data/sweep-waves-h200-s4.json) and on the session-3
+    #: sweep, 0.6 chooses within a mean 1.006 / 1.002 of the fastest (1.0: 1.012 / 1.003), and no
+    #: longer cuts RangeCheck4 in 2 chunks 12% slower than its single kernel (tests/test_costmodel.py)
+    OCC_EXP: float = 0.6
     LAUNCH: float = 2.27e6     # one kernel launch with its ramp and tail (4.2 us)
     ROWS: int = 1 << 22        # rows of the extended domain the model is evaluated at
     #: scratch words the prover gives exps_launch, when known; None: waves of WAVE_BLOCKS blocks.
@@ -151,7 +158,7 @@ def cost(ir: KernelIR, pl: Plan, regs: list[int], m: CostModel = CostModel()) ->
     t = 0.0
     for (s, e), r in zip(pl.chunks, regs):
         occ = occupancy(r)
-        eff = min(1.0, occ / m.OCC_SAT) if occ > 0 else 1e-9
+        eff = min(1.0, (occ / m.OCC_SAT) ** m.OCC_EXP) if occ > 0 else 1e-9
         t += sum(op_weight(ir.ops[i], m) for i in range(s, e)) / eff
     return (t + scratch_words(ir, pl) * m.WORD + pl.n_chunks * m.CHUNK
             + launches_per_row(pl, m) * m.LAUNCH)
