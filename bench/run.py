@@ -271,12 +271,24 @@ def no_topup():
 TOPUP_BLOCKS, TOPUP_MB = 2048, 512
 
 
+def _topup_mb(s: str) -> int:
+    """EXPS_SCRATCH_MB as gen_common.cuh's exps_topup_bytes reads it: ASCII digits, the default
+    when empty, not a number, or still growing past 2^24 before its last digit."""
+    if not s:
+        return TOPUP_MB
+    v = 0
+    for ch in s:
+        if not "0" <= ch <= "9" or v > 1 << 24:
+            return TOPUP_MB
+        v = v * 10 + ord(ch) - ord("0")
+    return v
+
+
 def topup_scratch(min_scratch: int, n_ext: int, scratch_elems: int, mb: int | None = None) -> int:
     """The scratch elements a chunked launch of this tree runs with when given `scratch_elems`:
     its own wave of up to TOPUP_BLOCKS blocks (at most `mb` MiB) when the given holds fewer."""
     if mb is None:
-        v = os.environ.get("EXPS_SCRATCH_MB", "")
-        mb = int(v) if v.isdigit() and int(v) <= 1 << 24 else TOPUP_MB
+        mb = _topup_mb(os.environ.get("EXPS_SCRATCH_MB", ""))
     if not min_scratch:
         return scratch_elems
     slots = min_scratch // 256

@@ -73,6 +73,14 @@ def test_wave_aimed_at(lib, monkeypatch) -> None:
         assert lib.want(204, 1 << 14) == 1285, bad
 
 
+def test_mirror_reads_the_knob_as_the_header_does(lib, monkeypatch) -> None:
+    for v in ("", "0", "1", "512", "1024", "20000000", "167772160", "1677721600", "x", "-1", "12MB", "١٢",
+              "99999999999999999999"):
+        monkeypatch.setenv("EXPS_SCRATCH_MB", v)
+        for slots in (1, 1 << 20, 1 << 30):
+            assert lib.want(slots, 1 << 40) == min(2048, (R._topup_mb(v) << 20) // (slots * 2048)), (v, slots)
+
+
 def test_mirror_in_bench_matches(lib, monkeypatch) -> None:
     monkeypatch.delenv("EXPS_SCRATCH_MB", raising=False)
     for slots in (1, 3, 15, 54, 204, 1000):
