@@ -188,7 +188,6 @@ def main() -> int:
                 lib_v.exps_launch.argtypes = lib.exps_launch.argtypes
                 var_ms[vname], hv = timed(512, lib_v)
                 same = same and hv == ref
-            gs_ms = var_ms.get("grid_stride")
             if pl.n_chunks > 1:
                 for w in waves:
                     by_wave[str(w)], hw = timed(w)
@@ -197,7 +196,7 @@ def main() -> int:
                  "chunks": pl.n_chunks,
                  "slots": pl.total_slots, "regs": regs, "spills": spills, "ms": ms, "same_q": same,
                  "model_cost": cost(qk, pl, regs), "waves": by_wave, "ops_emitted": len(qk.ops),
-                 "single_grid_stride_ms": gs_ms, "single_variants_ms": var_ms}
+                 "single_variants_ms": var_ms}
             results.append(r)
             print(f"{name:<40} opc {j[4]:>5} chunks {pl.n_chunks:>4} slots {pl.total_slots:>4} "
                   f"regs {max(regs):>3} spill {spills:>5} {ms:8.3f} ms"
