@@ -5,7 +5,8 @@
 //   cur   templates/gen_common.cuh           (device carry-chain forms)
 //   port  templates/gen_common.cuh -DEXPS_PORTABLE   (the portable C forms, run on the device:
 //                                                     the arithmetic the host check runs)
-//   v010  bench/baseline/gen_common_v010.cuh -DFO_V010 (the header before issue #13: "before")
+//   v045  bench/baseline/gen_common_v045.cuh -DFO_V045 (emitter 0.4.5's header: the "before")
+//   v010  bench/baseline/gen_common_v010.cuh -DFO_V010 (the header before issue #13)
 //
 // <ns>_check(op, a, b, out, n): out[i] = op(a[i], b[i]) on the GPU (host buffers in and out;
 //   extension ops read and write 3 words per element).
@@ -22,8 +23,10 @@
 #define FO_CAT(a, b) FO_CAT2(a, b)
 
 namespace FO_NS {
-#ifdef FO_V010
+#if defined(FO_V010)
 #include "gen_common_v010.cuh"
+#elif defined(FO_V045)
+#include "gen_common_v045.cuh"
 #else
 #include "gen_common.cuh"
 #endif

@@ -3,10 +3,12 @@
 
     python3 bench/fieldops.py --out $OUT            # on the GPU machine (nvcc, a GPU, numpy)
 
-Builds bench/fieldops.cu three times into one library (bench/fieldops.cu says why):
+Builds bench/fieldops.cu four times into one library (bench/fieldops.cu says why):
   cur   the header's device forms (carry chains, behind __CUDA_ARCH__),
   port  the same header with -DEXPS_PORTABLE: the portable C forms the host check runs, on the GPU,
-  v010  bench/baseline/gen_common_v010.cuh, the header before issue #13 (the "before").
+  v045  bench/baseline/gen_common_v045.cuh, the header of emitter 0.4.5 (the "before": ALU-bound
+        device forms, before the pipe-balanced ones of 0.5.0),
+  v010  bench/baseline/gen_common_v010.cuh, the header before issue #13.
 
 Check: every op (gl_add, gl_sub, gl_mul, gl_neg, gl3_mul, gl3_mul31, gl3_add, gl3_sub; gl_inv on
 --n-inv) on --n (default 2^24) operand pairs, of which the first are every ordered pair of EDGE
@@ -59,7 +61,7 @@ BENCH = {  # op -> (id, counted ops per thread per iteration, what is counted, i
     "gl_add": (0, 8, "adds", 4096), "gl_sub": (1, 8, "subs", 4096), "gl_mul": (2, 8, "mults", 4096),
     "gl3_mul": (4, 18, "base mults", 1024), "q_mix": (9, 18, "base mults", 1024),
 }
-VARIANTS = ("v010", "port", "cur")
+VARIANTS = ("v010", "v045", "port", "cur")
 
 
 # ------------------------------------------------------------------------------------ inputs
@@ -165,6 +167,7 @@ def build(out_dir: Path, arch: str) -> tuple[Path, dict[str, str]]:
     out_dir.mkdir(parents=True, exist_ok=True)
     variants = {"cur": ["-I", str(REPO / "templates")],
                 "port": ["-I", str(REPO / "templates"), "-DEXPS_PORTABLE"],
+                "v045": ["-I", str(REPO / "bench" / "baseline"), "-DFO_V045"],
                 "v010": ["-I", str(REPO / "bench" / "baseline"), "-DFO_V010"]}
     objs, reports = [], {}
     procs = {}
@@ -290,16 +293,17 @@ def main(argv: list[str] | None = None) -> int:
     res["elapsed_s"] = time.monotonic() - t0
     (out / "fieldops.json").write_text(json.dumps(res, indent=1) + "\n")
     md = [f"Command: `{command}`", "",
-          "| op | pairs (edge pairs) | v010 vs oracle | portable vs oracle | device vs oracle |",
-          "| --- | --- | --- | --- | --- |"]
-    md += [f"| {op} | {r['pairs']:,} ({r['edge_pairs']:,}) | {r['v010']} | {r['port']} | {r['cur']} |"
+          "| op | pairs (edge pairs) | v010 vs oracle | v045 vs oracle | portable vs oracle | device vs oracle |",
+          "| --- | --- | --- | --- | --- | --- |"]
+    md += [f"| {op} | {r['pairs']:,} ({r['edge_pairs']:,}) | {r['v010']} | {r['v045']} | {r['port']} | {r['cur']} |"
            for op, r in res["check"].items()]
     if res["bench"]:
         md += ["", f"Register-only loops, {res['blocks']} blocks x 256 threads, median of {a.reps}:", "",
-               "| loop | counted | v010 (before) | portable C | device forms (after) | after / before |",
-               "| --- | --- | --- | --- | --- | --- |"]
-        md += [f"| {op} | {r['what']} | {r['v010']['g_per_s']:.0f} G/s | {r['port']['g_per_s']:.0f} G/s | "
-               f"{r['cur']['g_per_s']:.0f} G/s | {r['cur']['g_per_s'] / r['v010']['g_per_s']:.2f}x |"
+               "| loop | counted | v010 | v045 (before) | portable C | device forms (after) | after / before |",
+               "| --- | --- | --- | --- | --- | --- | --- |"]
+        md += [f"| {op} | {r['what']} | {r['v010']['g_per_s']:.0f} G/s | {r['v045']['g_per_s']:.0f} G/s | "
+               f"{r['port']['g_per_s']:.0f} G/s | "
+               f"{r['cur']['g_per_s']:.0f} G/s | {r['cur']['g_per_s'] / r['v045']['g_per_s']:.2f}x |"
                for op, r in res["bench"].items()]
     (out / "fieldops.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))

@@ -74,14 +74,45 @@ EXPS_HD uint64_t gl_sub_portable(uint64_t a, uint64_t b) {
 }
 
 #ifdef EXPS_DEVICE_PTX
-// a + b: canon(a) = a >= p ? a - p : a is (lo + m, hi & ~m) with m = -[a >= p] (a >= p means
-// hi = 2^32 - 1, lo >= 1, so a - p = lo - 1); then s = ca + b with its carry c, and s + c * EPS =
-// s - c + (c << 32) as one borrow chain (s <= p - 2 when c = 1: no wrap). Each carry is read by
-// the same kind of op that set it (add.cc -> addc, sub.cc -> subc): a subc after an add.cc reads
-// the flag inverted. 10 SASS instructions (the portable form: 14).
+// The device forms are written for the H100/H200's two integer pipes: IADD3/ISETP/SEL/LOP3 issue
+// to the ALU pipe and IMAD* to the FMA pipe, each at half a warp instruction per clock, so an op
+// that is all ALU costs twice its instruction count. The v0.4 forms were ALU-bound (gl_add 9 ALU +
+// 1 FMA, 1.84 T adds/s on the H200 = the ALU pipe's rate). In the forms below the carries taken as
+// values (madc) and the plain adds of a carry run as IMAD / IMAD.X with an opaque 1 (exps_k1:
+// ptxas cannot fold it, so it cannot turn them back into IADD3), and the carry chains stay on the
+// ALU pipe. The words are the portable forms' exactly (tests/test_ptx_forms.py runs this PTX
+// through codegen/check/ptxsim.py; bench/fieldops.py checks the compiled forms on a GPU).
+// exps_k1() = (gridDim.z >> 16) + 1 = 1 for every launch (gridDim.z <= 65535).
+__device__ __forceinline__ uint32_t exps_k1(void) { return (gridDim.z >> 16) + 1u; }
+
+// canon(a) = a >= p ? a - p : a: a >= p iff a + EPS carries out of 64 bits (P), and then a - p =
+// (lo - 1, 0) = (lo - P, hi + P) as hi = 2^32 - 1: two IMADs (lo + P * (2^32 - 1), hi + P * 1). A
+// separate asm statement, so that nvcc computes the canon of an operand once for all the adds it is
+// the left operand of (a gl3_mul's A01 and A02, a challenge added to many columns).
+__device__ __forceinline__ uint64_t gl_canon_dev(uint64_t a) {
+    uint64_t r;
+    const uint32_t K1 = exps_k1(), KE = 0u - K1;
+    asm("{\n\t"
+        ".reg .u32 a0, a1, pv, c0, c1, t;\n\t"
+        "mov.b64 {a0, a1}, %1;\n\t"
+        "add.cc.u32 t, a0, 0xFFFFFFFF;\n\t"
+        "addc.cc.u32 t, a1, 0;\n\t"
+        "madc.lo.u32 pv, 0, 0, 0;\n\t"        // pv = [a >= p]
+        "mad.lo.u32 c0, pv, %3, a0;\n\t"      // lo - pv
+        "mad.lo.u32 c1, pv, %2, a1;\n\t"      // hi + pv
+        "mov.b64 %0, {c0, c1};\n\t"
+        "}"
+        : "=l"(r) : "l"(a), "r"(K1), "r"(KE));
+    return r;
+}
+
+// a + b = canon(a) + b, then s + c * EPS = s - c + (c << 32) with the carry c as a value (madc:
+// IMAD.X) and the high word's + c as an IMAD (s <= p - 2 when c = 1: no wrap). 6 ALU + 5 FMA
+// instructions (the v0.4 form: 9 + 1). A form whose fix-up is one IMAD.WIDE (4 + 6) measured
+// no faster in full kernels and took up to 60% more registers in some (emitter 0.5.0 on the H200,
+// docs/BENCHMARKS.md). Each carry is read by the same kind of op that set it.
 __device__ __forceinline__ uint64_t gl_add(uint64_t a, uint64_t b) {
-    const uint32_t m = a >= EXPS_P ? 0xFFFFFFFFu : 0u;
-    const uint64_t ca = ((uint64_t)((uint32_t)(a >> 32) & ~m) << 32) | (uint32_t)((uint32_t)a + m);
+    const uint64_t ca = gl_canon_dev(a);
     uint64_t r;
     asm("{\n\t"
         ".reg .u32 a0, a1, b0, b1, c;\n\t"
@@ -89,27 +120,30 @@ __device__ __forceinline__ uint64_t gl_add(uint64_t a, uint64_t b) {
         "mov.b64 {b0, b1}, %2;\n\t"
         "add.cc.u32 a0, a0, b0;\n\t"
         "addc.cc.u32 a1, a1, b1;\n\t"
-        "addc.u32 c, 0, 0;\n\t"              // c = carry
+        "madc.lo.u32 c, 0, 0, 0;\n\t"        // c = carry
         "sub.cc.u32 a0, a0, c;\n\t"          // s - c ...
         "subc.u32 a1, a1, 0;\n\t"
-        "add.u32 a1, a1, c;\n\t"             // ... + (c << 32)
+        "mad.lo.u32 a1, c, %3, a1;\n\t"      // ... + (c << 32)
         "mov.b64 %0, {a0, a1};\n\t"
         "}"
-        : "=l"(r) : "l"(ca), "l"(b));
+        : "=l"(r) : "l"(ca), "l"(b), "r"(exps_k1()));
     return r;
 }
 
-// a - b: a < EPS is lifted to a + p = (2^32 - 1, lo + 1), i.e. (hi | m, lo - m) with m = -[a < EPS];
-// then d = ap - b with the borrow as a mask, and d - borrow * EPS (= ap - b + p >= 1 when borrowed,
-// as ap >= EPS: no wrap). 10 SASS instructions (the portable form: 14).
+// a - b: a < EPS iff a - EPS borrows (m = -[a < EPS]); a + p = (lo + 1, 2^32 - 1) = (lo - m, hi + m)
+// as hi = 0 there; then d = ap - b with the borrow as a mask, and d - borrow * EPS (= ap - b + p
+// >= 1 when borrowed, as ap >= EPS: no wrap). 7 ALU + 3 FMA (the v0.4 form: 8 + 2).
 __device__ __forceinline__ uint64_t gl_sub(uint64_t a, uint64_t b) {
-    const uint32_t m = a < EXPS_EPS ? 0xFFFFFFFFu : 0u;
-    const uint64_t ap = ((uint64_t)((uint32_t)(a >> 32) | m) << 32) | (uint32_t)((uint32_t)a - m);
     uint64_t r;
     asm("{\n\t"
-        ".reg .u32 a0, a1, b0, b1, m;\n\t"
+        ".reg .u32 a0, a1, b0, b1, m, t;\n\t"
         "mov.b64 {a0, a1}, %1;\n\t"
         "mov.b64 {b0, b1}, %2;\n\t"
+        "sub.cc.u32 t, a0, 0xFFFFFFFF;\n\t"
+        "subc.cc.u32 t, a1, 0;\n\t"
+        "subc.u32 m, 0, 0;\n\t"              // m = -[a < EPS]
+        "sub.u32 a0, a0, m;\n\t"            // lo + 1
+        "add.u32 a1, a1, m;\n\t"            // 0 - 1 = 2^32 - 1
         "sub.cc.u32 a0, a0, b0;\n\t"
         "subc.cc.u32 a1, a1, b1;\n\t"
         "subc.u32 m, 0, 0;\n\t"              // m = -borrow
@@ -117,7 +151,7 @@ __device__ __forceinline__ uint64_t gl_sub(uint64_t a, uint64_t b) {
         "subc.u32 a1, a1, 0;\n\t"
         "mov.b64 %0, {a0, a1};\n\t"
         "}"
-        : "=l"(r) : "l"(ap), "l"(b));
+        : "=l"(r) : "l"(a), "l"(b));
     return r;
 }
 #else

@@ -1,0 +1,426 @@
+// exps-codegen: common header of every generated translation unit.
+// Self-contained (no pil2-stark headers). Compiles with nvcc for the device and with g++ for the host
+// check, so the host check runs exactly the arithmetic the GPU runs.
+//
+// Goldilocks arithmetic is bit-identical to the production gl64_t built with GL64_PARTIALLY_REDUCED
+// (spec §1.1): values are any u64, `a + b` canonicalises only its left operand, `5 - 5 = p`, ...
+// The cubic extension F_p[X]/(X^3 - X - 1) follows the production op order (spec §1.2).
+#ifndef EXPS_GEN_COMMON_CUH
+#define EXPS_GEN_COMMON_CUH
+
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#include <cuda_runtime.h>
+#include <stdlib.h>
+#define EXPS_HD __host__ __device__ __forceinline__
+#else
+#define EXPS_HD static inline
+typedef struct CUstream_st* cudaStream_t;
+#endif
+// The field inverses (gl_inv, gl3_inv) only: out of line on the device, so that cicc optimizes them
+// once per TU instead of once per expression kernel (issue #15). They are `inline` (one definition
+// per TU, merged by the host linker), not `static`: nvcc names a device function of internal linkage
+// after its compile's pid-derived temp file (`_INTERNAL_<hash>_...`), which made two builds of one
+// key differ byte for byte in the .so's device code (tests/test_shared_cache.py). ptxas still
+// copies a callee into every kernel that calls it (whole-program mode), so the device form of
+// the squaring loop in gl_sqrn_mul is also kept rolled: ~18 multiplies of code instead of ~90.
+// The host form (g++, and nvcc's host pass) stays inline.
+#ifdef __CUDA_ARCH__
+#define EXPS_HD_OUTLINE inline __host__ __device__ __noinline__
+#else
+#define EXPS_HD_OUTLINE EXPS_HD
+#endif
+#define EXPS_EXPORT __attribute__((visibility("default")))
+
+// The prover's StepsParams: 12 pointers, 96 bytes, this field order (spec §2.3).
+struct StepsParams {
+    uint64_t* trace;
+    uint64_t* aux_trace;
+    uint64_t* publicInputs;
+    uint64_t* proofValues;
+    uint64_t* challenges;
+    uint64_t* airgroupValues;
+    uint64_t* airValues;
+    uint64_t* evals;
+    uint64_t* xDivXSub;
+    uint64_t* pConstPolsAddress;
+    uint64_t* pConstPolsExtendedTreeAddress;
+    uint64_t* pCustomCommitsFixed;
+};
+
+#define EXPS_P 0xFFFFFFFF00000001ull
+#define EXPS_EPS 0xFFFFFFFFull
+
+// ------------------------------------------------------------------------------ base field
+// Every op has a portable C form (the host check's, and the device's under -DEXPS_PORTABLE) and, for
+// add, sub and mul, a device form with carry chains that computes the same words with fewer
+// instructions (bench/fieldops.py checks them against each other and the numpy oracle on the GPU).
+#if defined(__CUDA_ARCH__) && !defined(EXPS_PORTABLE)
+#define EXPS_DEVICE_PTX 1
+#endif
+
+EXPS_HD uint64_t gl_canon(uint64_t a) { return a >= EXPS_P ? a - EXPS_P : a; }
+
+EXPS_HD uint64_t gl_add_portable(uint64_t a, uint64_t b) {
+    uint64_t ca = gl_canon(a);
+    uint64_t s = ca + b;
+    return s < ca ? s + EXPS_EPS : s;          // carry: s + 2^64 - p
+}
+
+EXPS_HD uint64_t gl_sub_portable(uint64_t a, uint64_t b) {
+    uint64_t ap = a < EXPS_EPS ? a + EXPS_P : a;
+    return ap >= b ? ap - b : ap - b + EXPS_P;
+}
+
+#ifdef EXPS_DEVICE_PTX
+// a + b: canon(a) = a >= p ? a - p : a is (lo + m, hi & ~m) with m = -[a >= p] (a >= p means
+// hi = 2^32 - 1, lo >= 1, so a - p = lo - 1); then s = ca + b with its carry c, and s + c * EPS =
+// s - c + (c << 32) as one borrow chain (s <= p - 2 when c = 1: no wrap). Each carry is read by
+// the same kind of op that set it (add.cc -> addc, sub.cc -> subc): a subc after an add.cc reads
+// the flag inverted. 10 SASS instructions (the portable form: 14).
+__device__ __forceinline__ uint64_t gl_add(uint64_t a, uint64_t b) {
+    const uint32_t m = a >= EXPS_P ? 0xFFFFFFFFu : 0u;
+    const uint64_t ca = ((uint64_t)((uint32_t)(a >> 32) & ~m) << 32) | (uint32_t)((uint32_t)a + m);
+    uint64_t r;
+    asm("{\n\t"
+        ".reg .u32 a0, a1, b0, b1, c;\n\t"
+        "mov.b64 {a0, a1}, %1;\n\t"
+        "mov.b64 {b0, b1}, %2;\n\t"
+        "add.cc.u32 a0, a0, b0;\n\t"
+        "addc.cc.u32 a1, a1, b1;\n\t"
+        "addc.u32 c, 0, 0;\n\t"              // c = carry
+        "sub.cc.u32 a0, a0, c;\n\t"          // s - c ...
+        "subc.u32 a1, a1, 0;\n\t"
+        "add.u32 a1, a1, c;\n\t"             // ... + (c << 32)
+        "mov.b64 %0, {a0, a1};\n\t"
+        "}"
+        : "=l"(r) : "l"(ca), "l"(b));
+    return r;
+}
+
+// a - b: a < EPS is lifted to a + p = (2^32 - 1, lo + 1), i.e. (hi | m, lo - m) with m = -[a < EPS];
+// then d = ap - b with the borrow as a mask, and d - borrow * EPS (= ap - b + p >= 1 when borrowed,
+// as ap >= EPS: no wrap). 10 SASS instructions (the portable form: 14).
+__device__ __forceinline__ uint64_t gl_sub(uint64_t a, uint64_t b) {
+    const uint32_t m = a < EXPS_EPS ? 0xFFFFFFFFu : 0u;
+    const uint64_t ap = ((uint64_t)((uint32_t)(a >> 32) | m) << 32) | (uint32_t)((uint32_t)a - m);
+    uint64_t r;
+    asm("{\n\t"
+        ".reg .u32 a0, a1, b0, b1, m;\n\t"
+        "mov.b64 {a0, a1}, %1;\n\t"
+        "mov.b64 {b0, b1}, %2;\n\t"
+        "sub.cc.u32 a0, a0, b0;\n\t"
+        "subc.cc.u32 a1, a1, b1;\n\t"
+        "subc.u32 m, 0, 0;\n\t"              // m = -borrow
+        "sub.cc.u32 a0, a0, m;\n\t"          // - EPS when borrowed
+        "subc.u32 a1, a1, 0;\n\t"
+        "mov.b64 %0, {a0, a1};\n\t"
+        "}"
+        : "=l"(r) : "l"(ap), "l"(b));
+    return r;
+}
+#else
+EXPS_HD uint64_t gl_add(uint64_t a, uint64_t b) { return gl_add_portable(a, b); }
+EXPS_HD uint64_t gl_sub(uint64_t a, uint64_t b) { return gl_sub_portable(a, b); }
+#endif
+
+EXPS_HD uint64_t gl_neg(uint64_t a) { return a <= EXPS_P ? EXPS_P - a : 2 * EXPS_P - a; }
+
+EXPS_HD uint64_t gl_mulhi(uint64_t a, uint64_t b) {
+#ifdef __CUDA_ARCH__
+    return __umul64hi(a, b);
+#else
+    return (uint64_t)(((unsigned __int128)a * b) >> 64);
+#endif
+}
+
+// y = lo + (hi & EPS) * EPS - (hi >> 32); y < 0 ? y + p : y >= 2^64 ? y - p : y   (hi:lo = a * b)
+// Equivalently r = d + k * EPS (mod 2^64) with s = lo + hl * EPS (carry c), d = s - hh (borrow b),
+// k = c - b in {-1, 0, 1}: the device version computes exactly that with carry flags.
+EXPS_HD uint64_t gl_mul_portable(uint64_t a, uint64_t b) {
+    uint64_t lo = a * b, hi = gl_mulhi(a, b);
+    uint64_t hh = hi >> 32, hl = hi & EXPS_EPS;
+    uint64_t t = lo + hl * EXPS_EPS;
+    uint64_t r = t - hh;
+    if (t < lo) {                               // carry out of lo + hl*EPS
+        if (t >= hh) r += EXPS_EPS;             // y >= 2^64: y - p
+    } else if (t < hh) {
+        r += EXPS_P;                            // y < 0: y + p
+    }
+    return r;
+}
+
+#ifdef EXPS_DEVICE_PTX
+// Device: the 128-bit product from four 32x32 partial products with carry chains, then the
+// reduction above with the carry and borrow flags (no branches): d = s - hh on 32-bit words,
+// k = c - b, and d + k * EPS = d - sext(k) + (k << 32) as one borrow chain (the high word's
+// three-input add takes k and -(k >> 31)). 18 SASS instructions (the first device form: 20).
+__device__ __forceinline__ uint64_t gl_mul(uint64_t a, uint64_t b) {
+    uint64_t r;
+    asm("{\n\t"
+        ".reg .u32 a0, a1, b0, b1, r0, r1, r2, r3, c, k, s0, s1, sh;\n\t"
+        ".reg .u64 lo, t, s;\n\t"
+        "mov.b64 {a0, a1}, %1;\n\t"
+        "mov.b64 {b0, b1}, %2;\n\t"
+        "mul.lo.u32 r0, a0, b0;\n\t"
+        "mul.hi.u32 r1, a0, b0;\n\t"
+        "mul.lo.u32 r2, a1, b1;\n\t"
+        "mul.hi.u32 r3, a1, b1;\n\t"
+        "mad.lo.cc.u32 r1, a0, b1, r1;\n\t"
+        "madc.hi.cc.u32 r2, a0, b1, r2;\n\t"
+        "addc.u32 r3, r3, 0;\n\t"
+        "mad.lo.cc.u32 r1, a1, b0, r1;\n\t"
+        "madc.hi.cc.u32 r2, a1, b0, r2;\n\t"
+        "addc.u32 r3, r3, 0;\n\t"
+        "mov.b64 lo, {r0, r1};\n\t"
+        "mul.wide.u32 t, r2, 0xFFFFFFFF;\n\t"
+        "add.cc.u64 s, lo, t;\n\t"          // s = lo + hl * EPS, carry c
+        "addc.u32 c, 0, 0;\n\t"
+        "mov.b64 {s0, s1}, s;\n\t"
+        "sub.cc.u32 s0, s0, r3;\n\t"        // d = s - hh, borrow b
+        "subc.cc.u32 s1, s1, 0;\n\t"
+        "subc.u32 k, c, 0;\n\t"             // k = c - b
+        "shr.s32 sh, k, 31;\n\t"
+        "sub.cc.u32 s0, s0, k;\n\t"         // d - sext(k) ...
+        "subc.u32 s1, s1, sh;\n\t"
+        "add.u32 s1, s1, k;\n\t"            // ... + (k << 32)
+        "mov.b64 %0, {s0, s1};\n\t"
+        "}"
+        : "=l"(r) : "l"(a), "l"(b));
+    return r;
+}
+#else
+EXPS_HD uint64_t gl_mul(uint64_t a, uint64_t b) { return gl_mul_portable(a, b); }
+#endif
+
+// s^(2^n) * m: n raw squarings, then one raw multiplication (a loop on the device: see EXPS_HD_OUTLINE).
+EXPS_HD uint64_t gl_sqrn_mul(uint64_t s, int n, uint64_t m) {
+#ifdef __CUDA_ARCH__
+#pragma unroll 1
+#endif
+    for (int i = 0; i < n; ++i) s = gl_mul(s, s);
+    return gl_mul(s, m);
+}
+
+// a^(p-2) by sppark's addition chain (raw multiplications); inv(0) = 0.
+EXPS_HD_OUTLINE uint64_t gl_inv(uint64_t x) {
+    uint64_t t0, t1;
+    t1 = gl_sqrn_mul(x, 1, x);
+    t0 = gl_sqrn_mul(t1, 2, t1);
+    t0 = gl_sqrn_mul(t0, 2, t1);
+    t1 = gl_sqrn_mul(t0, 6, t0);
+    t1 = gl_sqrn_mul(t1, 12, t1);
+    t1 = gl_sqrn_mul(t1, 6, t0);
+    t1 = gl_sqrn_mul(t1, 1, x);
+    t1 = gl_sqrn_mul(t1, 32, t1);
+    t1 = gl_sqrn_mul(t1, 1, x);
+    return t1;
+}
+
+// ------------------------------------------------------------------------- cubic extension
+struct gl3 { uint64_t v0, v1, v2; };
+
+EXPS_HD gl3 gl3_make(uint64_t a, uint64_t b, uint64_t c) { gl3 r; r.v0 = a; r.v1 = b; r.v2 = c; return r; }
+EXPS_HD gl3 gl3_add(gl3 a, gl3 b) { return gl3_make(gl_add(a.v0, b.v0), gl_add(a.v1, b.v1), gl_add(a.v2, b.v2)); }
+EXPS_HD gl3 gl3_sub(gl3 a, gl3 b) { return gl3_make(gl_sub(a.v0, b.v0), gl_sub(a.v1, b.v1), gl_sub(a.v2, b.v2)); }
+EXPS_HD gl3 gl3_add31(gl3 a, uint64_t b) { return gl3_make(gl_add(a.v0, b), a.v1, a.v2); }
+EXPS_HD gl3 gl3_sub31(gl3 a, uint64_t b) { return gl3_make(gl_sub(a.v0, b), a.v1, a.v2); }
+EXPS_HD gl3 gl3_rsub31(gl3 a, uint64_t b) { return gl3_make(gl_sub(b, a.v0), gl_neg(a.v1), gl_neg(a.v2)); }
+EXPS_HD gl3 gl3_mul31(gl3 a, uint64_t b) { return gl3_make(gl_mul(a.v0, b), gl_mul(a.v1, b), gl_mul(a.v2, b)); }
+
+EXPS_HD gl3 gl3_mul(gl3 a, gl3 b) {
+    uint64_t A01 = gl_add(a.v0, a.v1), A02 = gl_add(a.v0, a.v2), A12 = gl_add(a.v1, a.v2);
+    uint64_t B01 = gl_add(b.v0, b.v1), B02 = gl_add(b.v0, b.v2), B12 = gl_add(b.v1, b.v2);
+    uint64_t D = gl_mul(a.v0, b.v0), E = gl_mul(a.v1, b.v1), F = gl_mul(a.v2, b.v2);
+    uint64_t G = gl_sub(D, E);
+    uint64_t R0 = gl_mul(A12, B12), R1 = gl_mul(A01, B01), R2 = gl_mul(A02, B02);
+    return gl3_make(gl_sub(gl_add(R0, G), F),
+                    gl_sub(gl_sub(gl_sub(gl_add(R1, R0), E), E), D),
+                    gl_sub(R2, G));
+}
+
+EXPS_HD_OUTLINE gl3 gl3_inv(gl3 a) {
+    uint64_t aa = gl_mul(a.v0, a.v0), ac = gl_mul(a.v0, a.v2), ba = gl_mul(a.v1, a.v0);
+    uint64_t bb = gl_mul(a.v1, a.v1), bc = gl_mul(a.v1, a.v2), cc = gl_mul(a.v2, a.v2);
+    uint64_t aaa = gl_mul(aa, a.v0), aac = gl_mul(aa, a.v2), abc = gl_mul(ba, a.v2);
+    uint64_t abb = gl_mul(ba, a.v1), acc = gl_mul(ac, a.v2), bbb = gl_mul(bb, a.v1);
+    uint64_t bcc = gl_mul(bc, a.v2), ccc = gl_mul(cc, a.v2);
+    uint64_t t = gl_add(abc, abc);
+    t = gl_add(t, abc); t = gl_add(t, abb); t = gl_sub(t, aaa); t = gl_sub(t, aac); t = gl_sub(t, aac);
+    t = gl_sub(t, acc); t = gl_sub(t, bbb); t = gl_add(t, bcc); t = gl_sub(t, ccc);
+    uint64_t ti = gl_inv(t);
+    uint64_t r0 = gl_sub(gl_sub(gl_sub(gl_sub(gl_add(bc, bb), aa), ac), ac), cc);
+    uint64_t r1 = gl_sub(ba, cc);
+    uint64_t r2 = gl_sub(gl_add(ac, cc), bb);
+    return gl3_make(gl_mul(r0, ti), gl_mul(r1, ti), gl_mul(r2, ti));
+}
+
+// ------------------------------------------------------------------------- evaluation context
+// Base pointers and sizes one row evaluation needs (built once per thread from StepsParams).
+struct ExpsCtx {
+    const uint64_t* cm[4];   // stage s section base (cm[s]); column c, row l at cm[s][c * D + l]
+    const uint64_t* cst;     // fixed columns: const tree (extended) or pConstPolsAddress (trace)
+    const uint64_t* zi;      // everyRow zerofier (extended only)
+    const uint64_t* publics;
+    const uint64_t* challenges;
+    const uint64_t* airvalues;
+    const uint64_t* airgroupvalues;
+    const uint64_t* proofvalues;
+    const uint64_t* evals;
+    uint64_t D, mask;
+    unsigned lg;             // log2(D): column c starts at c << lg
+};
+
+// Read-only input loads (columns, constants, scalars: never written while a kernel runs).
+#ifdef __CUDA_ARCH__
+#define EXPS_LD(p) __ldg(p)
+#else
+#define EXPS_LD(p) (*(p))
+#endif
+
+// The smallest lg with 2^lg >= D (D <= 2^63), as one count-leading-zeros instead of a loop: the
+// loop ran once per warp on the uniform datapath, ~8 instructions x log2(D) iterations, which at one
+// row per thread is a few percent of a small kernel's issue slots.
+EXPS_HD unsigned exps_log2_ceil(uint64_t D) {
+#ifdef __CUDA_ARCH__
+    return D <= 1 ? 0u : 64u - (unsigned)__clzll((long long)(D - 1));
+#else
+    return D <= 1 ? 0u : 64u - (unsigned)__builtin_clzll(D - 1);
+#endif
+}
+
+EXPS_HD ExpsCtx exps_ctx(const StepsParams* P, uint64_t D, int extended, uint64_t o1, uint64_t o2,
+                         uint64_t o3, uint64_t ozi) {
+    ExpsCtx X;
+    const uint64_t* aux = P->aux_trace;
+    X.cm[0] = 0;
+    X.cm[1] = extended ? aux + o1 : P->trace;    // trace-domain stage 1 reads P->trace (spec §2.4)
+    X.cm[2] = aux + o2;
+    X.cm[3] = aux + o3;
+    X.cst = extended ? P->pConstPolsExtendedTreeAddress : P->pConstPolsAddress;
+    X.zi = aux + ozi;
+    X.publics = P->publicInputs;
+    X.challenges = P->challenges;
+    X.airvalues = P->airValues;
+    X.airgroupvalues = P->airgroupValues;
+    X.proofvalues = P->proofValues;
+    X.evals = P->evals;
+    X.D = D;
+    X.mask = D - 1;
+    X.lg = exps_log2_ceil(D);
+    return X;
+}
+
+// Logical row of an opening: (row + shift) mod D, D a power of two.
+#define EXPS_ROW(shift) ((row + (uint64_t)(int64_t)(shift)) & X.mask)
+
+// ------------------------------------------------------------------------- launch shape
+#ifdef __CUDACC__
+#define EXPS_MAX_DEVICES 64
+// Blocks of 256 threads of kernel `fn` the current device holds at once (SMs x resident blocks at
+// the kernel's registers), asked once per device and kept in cache[device]; capped at `cap` when
+// cap > 0. If the runtime cannot tell: cap, or 512.
+static inline unsigned exps_grid(const void* fn, int* cache, unsigned cap) {
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= EXPS_MAX_DEVICES) return cap ? cap : 512u;
+    int r = cache[dev];
+    if (r <= 0) {
+        int per_sm = 0, sms = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, 256, 0) != cudaSuccess ||
+            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || per_sm * sms <= 0)
+            return cap ? cap : 512u;
+        r = per_sm * sms;
+        cache[dev] = r;
+    }
+    return cap && (unsigned)r > cap ? cap : (unsigned)r;
+}
+
+// Scratch top-up of the chunked launcher (docs/ARCHITECTURE.md "Launch shape"). The prover gives
+// exps_launch its interpreter's temporaries region, 16-20 words per row of 2^17 rows on
+// ../shared/pk: at tens of slots that is a wave of ~100-200 blocks, too few to fill an H200, and
+// thousands of launches. When the given scratch holds fewer than EXPS_TOPUP_BLOCKS blocks of rows,
+// the launcher takes its own scratch for one wave of up to that many blocks, stream-ordered
+// (cudaMallocAsync before its kernels, cudaFreeAsync after them on the same stream: no other launch
+// can see it), at most EXPS_SCRATCH_MB MiB (environment; default EXPS_TOPUP_MB, 0: never). If the
+// allocation fails, the given scratch is used as before.
+#define EXPS_TOPUP_BLOCKS 2048ull
+#define EXPS_TOPUP_MB 512ull
+static inline uint64_t exps_topup_bytes(void) {
+    const char* s = getenv("EXPS_SCRATCH_MB");
+    if (!s || !*s) return EXPS_TOPUP_MB << 20;
+    uint64_t v = 0;
+    for (; *s; ++s) {
+        if (*s < '0' || *s > '9' || v > (1ull << 24)) return EXPS_TOPUP_MB << 20;   // not a count of MiB
+        v = v * 10 + (uint64_t)(*s - '0');
+    }
+    return v << 20;
+}
+
+// Blocks of the wave the top-up aims at for `slots` scratch slots over `all` blocks of rows.
+static inline uint64_t exps_topup_want(uint64_t slots, uint64_t all) {
+    const uint64_t want = all < EXPS_TOPUP_BLOCKS ? all : EXPS_TOPUP_BLOCKS;
+    const uint64_t cap = exps_topup_bytes() / (slots * 256ull * 8ull);
+    return want < cap ? want : cap;
+}
+
+// Blocks of the wave a chunked Q of `slots` scratch slots runs with `given` blocks' worth of
+// caller scratch over `all` blocks of rows; *own is the scratch taken for it (0: the caller's).
+static inline uint64_t exps_topup(uint64_t slots, uint64_t given, uint64_t all, void** own, cudaStream_t stream) {
+    *own = 0;
+    const uint64_t want = exps_topup_want(slots, all);
+    if (given >= want) return given;
+    if (cudaMallocAsync(own, want * slots * 256ull * 8ull, stream) != cudaSuccess) {
+        *own = 0;
+        (void)cudaGetLastError();    // this runtime's error only (the .so links its own, statically)
+        return given;
+    }
+    return want;
+}
+#endif
+
+// ------------------------------------------------------------------------- expression stores
+enum { EXPS_WRITE = 0, EXPS_MUL_INV = 1, EXPS_WRITE_INV = 2 };
+
+EXPS_HD uint64_t* exps_dest_at(uint64_t* dest, uint64_t row, uint64_t i, uint64_t destDomain,
+                               uint64_t stagePos, uint64_t destDim, unsigned destExpr) {
+    return destExpr ? dest + row * destDim + i : dest + (stagePos + i) * destDomain + row;
+}
+
+// Store one row of an expression value per spec §4.3. `num1`: this expression is the denominator
+// of a hint whose numerator is dim 1, so MUL_INV of a dim-3 value computes u_i * dest0 as the
+// interpreter does (not mul33((dest0, 0, 0), u)).
+EXPS_HD void exps_store(uint64_t* dest, uint64_t row, gl3 v, int vdim, int num1, uint64_t mode,
+                        uint64_t scalar, uint64_t destDomain, uint64_t stagePos, uint64_t destDim,
+                        unsigned destExpr) {
+#define EXPS_AT(i) (*exps_dest_at(dest, row, (i), destDomain, stagePos, destDim, destExpr))
+    if (mode == EXPS_WRITE) {
+        EXPS_AT(0) = v.v0;
+        if (destDim == 3) {
+            EXPS_AT(1) = vdim == 3 ? v.v1 : 0;
+            EXPS_AT(2) = vdim == 3 ? v.v2 : 0;
+        }
+        return;
+    }
+    gl3 u = vdim == 3 ? gl3_inv(v) : gl3_make(gl_inv(v.v0), 0, 0);
+    if (mode == EXPS_MUL_INV) {
+        if (destDim == 1) {
+            EXPS_AT(0) = gl_mul(EXPS_AT(0), u.v0);
+            return;
+        }
+        gl3 d = gl3_make(EXPS_AT(0), EXPS_AT(1), EXPS_AT(2));
+        gl3 r = vdim == 1 ? gl3_mul31(d, u.v0) : (num1 ? gl3_mul31(u, d.v0) : gl3_mul(d, u));
+        EXPS_AT(0) = r.v0; EXPS_AT(1) = r.v1; EXPS_AT(2) = r.v2;
+        return;
+    }
+    // EXPS_WRITE_INV
+    if (destDim == 1) {
+        EXPS_AT(0) = gl_mul(scalar, u.v0);
+        return;
+    }
+    gl3 r = gl3_mul31(u, scalar);
+    EXPS_AT(0) = r.v0; EXPS_AT(1) = r.v1; EXPS_AT(2) = r.v2;
+#undef EXPS_AT
+}
+
+#endif  // EXPS_GEN_COMMON_CUH
