@@ -248,6 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--no-bench", action="store_true")
+    ap.add_argument("--no-check", action="store_true", help="benchmark only (e.g. under ncu)")
+    ap.add_argument("--variants", default=",".join(VARIANTS), help="benchmark these (default: all)")
     ap.add_argument("--build-dir", default=None, help="where the library is built (default OUT/build)")
     a = ap.parse_args(argv)
     out = Path(a.out)
@@ -260,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"built {so} ({time.monotonic() - t0:.1f}s)", flush=True)
     res: dict = {"command": command, "n": a.n, "edge_values": len(EDGE), "check": {}, "bench": {}}
     bad = 0
-    for op in OPS:
+    for op in ([] if a.no_check else OPS):
         t1 = time.monotonic()
         n = a.n_inv if op == "inv" else a.n
         x, y = make_inputs(op, n, a.seed + OPS[op])
@@ -278,14 +280,15 @@ def main(argv: list[str] | None = None) -> int:
         sms = lib.cur_sms()
         blocks = max(sms, 1) * 8
         res["sms"], res["blocks"] = sms, blocks
+        chosen = [ns for ns in VARIANTS if ns in a.variants.split(",")]
         for op, (_, per_it, what, iters) in BENCH.items():
             row = {"what": what, "per_thread_iter": per_it, "iters": iters}
-            for ns in VARIANTS:
+            for ns in chosen:
                 ms = run_bench(lib, ns, op, blocks, a.reps)
                 med = statistics.median(ms)
                 row[ns] = {"ms": ms, "median_ms": med, "g_per_s": blocks * 256 * iters * per_it / (med * 1e-3) / 1e9}
             res["bench"][op] = row
-            print(f"bench {op}: " + ", ".join(f"{ns} {row[ns]['g_per_s']:.0f} G {what}/s" for ns in VARIANTS),
+            print(f"bench {op}: " + ", ".join(f"{ns} {row[ns]['g_per_s']:.0f} G {what}/s" for ns in chosen),
                   flush=True)
     res["sass"] = sass_counts(bdir)
     res["ptxas"] = {ns: [ln for ln in t.splitlines() if "bench_k" in ln or "registers" in ln]
@@ -297,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
           "| --- | --- | --- | --- | --- | --- |"]
     md += [f"| {op} | {r['pairs']:,} ({r['edge_pairs']:,}) | {r['v010']} | {r['v045']} | {r['port']} | {r['cur']} |"
            for op, r in res["check"].items()]
-    if res["bench"]:
+    if res["bench"] and all(ns in r for r in res["bench"].values() for ns in VARIANTS):
         md += ["", f"Register-only loops, {res['blocks']} blocks x 256 threads, median of {a.reps}:", "",
                "| loop | counted | v010 | v045 (before) | portable C | device forms (after) | after / before |",
                "| --- | --- | --- | --- | --- | --- | --- |"]
