@@ -43,8 +43,10 @@ log = logging.getLogger(__name__)
 #: code fully at any level: tests/test_toolchain.py); the host side is the launchers and the kernel
 #: stubs, which gcc compiled at -O3 in up to 1.1 s per TU and at -O1 in about half (issue #15).
 BASE_FLAGS: tuple[str, ...] = (
-    "-O1", "-std=c++17", "-Xcompiler", "-fPIC", "-DGL64_PARTIALLY_REDUCED", "-Xptxas", "-v",
-)
+    "-O1", "-std=c++17", "-Xcompiler", "-fPIC", "-DGL64_PARTIALLY_REDUCED", "-Xptxas=-v",
+)   # `-Xptxas=-v` as ONE argument: ccache >= 4.8.2 drops a lone `-v` from its preprocessor run
+    # (ccache d84d5334), which left `-Xptxas -gencode ...`: every compile failed to preprocess there
+    # and ran uncached
 #: The ``major`` arch spec: one arch per shipping GPU family, filtered by what nvcc supports.
 MAJOR_ARCHS: tuple[int, ...] = (80, 86, 89, 90, 100, 120)
 #: ``auto`` on a machine with no GPU (a build server): the H100/H200, plus the compute_90 PTX
