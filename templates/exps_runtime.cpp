@@ -36,9 +36,9 @@ typedef void* exps_stream_t;
 #else
 #include <cuda_runtime_api.h>
 
+#include <pthread.h>
+
 #include <atomic>
-#include <mutex>
-#include <new>
 typedef cudaStream_t exps_stream_t;
 #endif
 
@@ -102,7 +102,7 @@ struct Loaded {
     cudaKernel_t* x;         // n_x
 };
 
-std::mutex g_load_mu;
+pthread_mutex_t g_load_mu = PTHREAD_MUTEX_INITIALIZER;   // (no C++ exception can cross the C ABI)
 std::atomic<const Loaded*> g_loaded{nullptr};
 std::atomic<int> g_said_load{0}, g_said_launch{0};
 
@@ -124,15 +124,20 @@ void unload_libs(cudaLibrary_t* libs, unsigned n) {
 // runtime's own teardown (registered earlier, at its initialization: handlers run in reverse).
 void unload_at_exit() {
     const Loaded* l = g_loaded.exchange(nullptr);
-    if (l) unload_libs(l->libs, D.n_libs);
+    if (!l) return;
+    unload_libs(l->libs, D.n_libs);
     (void)cudaGetLastError();
+    free(l->libs);
+    free(l->q);
+    free(l->x);
+    free((void*)l);
 }
 
 const Loaded* load_locked() {
-    Loaded* l = new (std::nothrow) Loaded;
-    cudaLibrary_t* libs = new (std::nothrow) cudaLibrary_t[D.n_libs]();
-    cudaKernel_t* q = new (std::nothrow) cudaKernel_t[D.n_chunks]();
-    cudaKernel_t* x = D.n_x ? new (std::nothrow) cudaKernel_t[D.n_x]() : 0;
+    Loaded* l = (Loaded*)calloc(1, sizeof(Loaded));
+    cudaLibrary_t* libs = (cudaLibrary_t*)calloc(D.n_libs, sizeof(cudaLibrary_t));
+    cudaKernel_t* q = (cudaKernel_t*)calloc(D.n_chunks, sizeof(cudaKernel_t));
+    cudaKernel_t* x = D.n_x ? (cudaKernel_t*)calloc(D.n_x, sizeof(cudaKernel_t)) : 0;
     cudaError_t e = (!l || !libs || !q || (D.n_x && !x)) ? cudaErrorMemoryAllocation : cudaSuccess;
     const char* what = "allocating the kernel table";
     for (unsigned i = 0; e == cudaSuccess && i < D.n_libs; ++i) {
@@ -151,10 +156,10 @@ const Loaded* load_locked() {
         say(g_said_load, what, e);
         if (libs) unload_libs(libs, D.n_libs);
         (void)cudaGetLastError();   // this runtime's error only (the .so links its own, statically)
-        delete[] libs;
-        delete[] q;
-        delete[] x;
-        delete l;
+        free(libs);
+        free(q);
+        free(x);
+        free(l);
         return 0;
     }
     l->libs = libs;
@@ -167,15 +172,17 @@ const Loaded* load_locked() {
 const Loaded* load() {
     const Loaded* l = g_loaded.load(std::memory_order_acquire);
     if (l) return l;
-    std::lock_guard<std::mutex> lock(g_load_mu);
+    pthread_mutex_lock(&g_load_mu);
     l = g_loaded.load(std::memory_order_acquire);
-    if (l) return l;
-    l = load_locked();
-    if (l) {
-        static bool registered = false;
-        if (!registered) registered = atexit(unload_at_exit) == 0;
-        g_loaded.store(l, std::memory_order_release);
+    if (!l) {
+        l = load_locked();
+        if (l) {
+            static bool registered = false;
+            if (!registered) registered = atexit(unload_at_exit) == 0;
+            g_loaded.store(l, std::memory_order_release);
+        }
     }
+    pthread_mutex_unlock(&g_load_mu);
     return l;
 }
 
@@ -202,8 +209,10 @@ int launch_x(const Loaded* l, const exps_x_kernel* x, uint64_t grid, XArgs& a, e
 // the kernel's registers), asked once per device; 512 if the runtime cannot tell. Only the
 // bench's grid-stride form of the single kernel (EXPS_SINGLE_GRID_STRIDE) uses it.
 #define EXPS_MAX_DEVICES 64
+std::atomic<int> g_resident[EXPS_MAX_DEVICES];   // per device; 0: not asked yet
+
 unsigned resident_grid(cudaKernel_t k) {
-    static std::atomic<int> cache[EXPS_MAX_DEVICES];
+    std::atomic<int>* cache = g_resident;
     int dev = 0;
     if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= EXPS_MAX_DEVICES) return 512u;
     int r = cache[dev].load(std::memory_order_relaxed);
