@@ -224,7 +224,7 @@ def _groups(sizes: list[int], limit: int) -> list[list[int]]:
 
 
 #: the kernel key is the one name formatted into C (symbols, file names): a C identifier short
-#: enough that `<key>_abi.cu` & co. stay below NAME_MAX (discover makes keys of <= 209 characters)
+#: enough that `<key>_q0_x0.cu` & co. stay below NAME_MAX (discover makes keys of <= 209 characters)
 KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,219}")
 
 
