@@ -419,7 +419,10 @@ def test_whole_sample_first_build_and_noop(ref, tmp_path, monkeypatch):
     assert bk.so_files(kit.pk) == placed
     keys = sorted({bk.KEY_OF[r] for r in placed})
     c = kit.calls()
-    assert sorted(c.compiles) == sorted(t for k in keys for t in kit.tus(k))
+    # every device TU once; the generic launcher once (twice when two cc tasks missed it at once)
+    device = [t for t in c.compiles if t != "exps_runtime.cpp"]
+    assert sorted(device) == sorted(t for k in keys for t in kit.tus(k) if t.endswith(".cu"))
+    assert 1 <= c.compiles.count("exps_runtime.cpp") <= 2
     assert sorted(c.links) == sorted(bk.KEY_OF[r] for r in placed)
     assert "6 AIRs: 4 kernels generated, 4 compiled, 5 .so placed, 1 skipped, 0 failed" in p.stdout
     bk.assert_all_current(kit, expect_placed=placed)
