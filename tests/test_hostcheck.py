@@ -47,7 +47,7 @@ def _expected_counts(si, cov) -> tuple[int, int, int]:
     n_ext = min(max(1 << si.n_bits_ext, 1024), 1 << 13)
     n = min(max(1 << si.n_bits, 64), 1 << 13)
     chunked = len(cov.q.ops) > 512                     # default_ops_per_chunk: 256 above 512 ops
-    q_words = 3 * n_ext * (2 if chunked else 1)        # ample and tight scratch when chunked
+    q_words = 3 * n_ext * (3 if chunked else 1)        # ample, 3 blocks and 1 block of scratch when chunked
     # per expression: destDim {1, 3} x {WRITE, MUL_INV, WRITE_INV} x {col, expr}, whatever vdim,
     # plus one N == 0 call
     checks = 13 * len(cov.exprs)
