@@ -428,5 +428,5 @@ def test_whole_sample_first_build_and_noop(ref, tmp_path, monkeypatch):
     bk.assert_all_current(kit, expect_placed=placed)
     kit.reset_log()
     p = kit.doit(env={"EXPS_ASSERT_NO_COMPILE": "1"})
-    assert p.stdout == "4 AIRs up to date (3 .so placed, 1 skipped); nothing to do\n" and kit.calls().n == 0
+    assert p.stdout == "6 AIRs up to date (5 .so placed, 1 skipped); nothing to do\n" and kit.calls().n == 0
     print(f"no-op rebuild of the whole sample: {kit.runs[-1]:.3f} s")
