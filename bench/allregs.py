@@ -28,7 +28,7 @@ def main() -> int:
     key, air, sizes = sys.argv[1], sys.argv[2], [int(x) for x in sys.argv[3:]]
     ir = q_irs([key])[air]
     plans, _ = A.candidate_plans(ir)
-    opts = toolchain.CompileOptions((90,), extra_flags=X.HIDDEN, device_only=True)
+    opts = toolchain.CompileOptions((90,), extra_flags=X.HIDDEN, mode="cubin")
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
         for c in sizes:

@@ -267,12 +267,12 @@ def no_topup():
             os.environ["EXPS_SCRATCH_MB"] = old
 
 
-#: the chunked launcher's scratch top-up (templates/gen_common.cuh exps_topup)
+#: the chunked launcher's scratch top-up (templates/exps_runtime.cpp exps_topup)
 TOPUP_BLOCKS, TOPUP_MB = 2048, 512
 
 
 def _topup_mb(s: str) -> int:
-    """EXPS_SCRATCH_MB as gen_common.cuh's exps_topup_bytes reads it: ASCII digits, the default
+    """EXPS_SCRATCH_MB as exps_runtime.cpp's exps_topup_bytes reads it: ASCII digits, the default
     when empty, not a number, or still growing past 2^24 before its last digit."""
     if not s:
         return TOPUP_MB

@@ -30,10 +30,10 @@ import numpy as np  # noqa: E402
 
 from codegen.build import toolchain as tc  # noqa: E402
 from codegen.build.autotune import candidates, cost, tune  # noqa: E402
-from codegen.build.actions import stage_sources, chunk_stats, compile_options, compile_tus  # noqa: E402
+from codegen.build.actions import stage_sources, chunk_stats, compile_kernel, compile_options, compile_tus  # noqa: E402
 from codegen.build.cache import ObjectCache  # noqa: E402
 from codegen.discover import discover, kernels  # noqa: E402
-from codegen.emit import KernelSource, render, render_parts  # noqa: E402
+from codegen.emit import KernelSource, render, render_parts, tu_kernels  # noqa: E402
 from codegen.check.hostcheck import STEP_FIELDS, ext_offsets  # noqa: E402
 from codegen.coverage import cover  # noqa: E402
 from codegen.model import load_air  # noqa: E402
@@ -47,19 +47,19 @@ def build_so(key, q, opc, work: Path, cache):
     pl = ks.plan
     d = work / f"{key}_{opc}"
     files = render(ks)
-    tus = stage_sources(files, d / "src")
-    got = compile_tus(tus, d / "obj", compile_options(ARCHS), cache, None, jobs=1)
-    regs, spills = chunk_stats(key, pl, [r for _, r, _ in got.values()])
+    stage_sources(files, d / "src")
+    got = compile_kernel(d / "src", list(files), tu_kernels(ks), d / "obj", ARCHS, cache, None, jobs=1)
+    regs, spills = chunk_stats(key, pl, list(got["reports"].values()))
     so = d / "k.so"
-    tc.link_shared([Path(o) for o, _, _ in got.values()], so, compile_options(ARCHS), launcher=[])
+    tc.link_shared([Path(o) for o in got["objects"]], so, compile_options(ARCHS), launcher=[])
     variants = {}
-    if pl.n_chunks == 1:       # A/B: the same single kernel in other launch shapes (macros of the template)
-        for name, define in VARIANTS.items():
+    if pl.n_chunks == 1:       # A/B: the same single kernel in other launch shapes (macros of the template
+        for name, define in VARIANTS.items():    # and of the launch table, exps_abi.h EXPS_SINGLE_SHAPE)
             gs = {n: define + "\n" + t for n, t in files.items()}
-            got = compile_tus(stage_sources(gs, d / f"src_{name}"), d / f"obj_{name}", compile_options(ARCHS),
-                              cache, None, jobs=1)
+            got = compile_kernel(stage_sources(gs, d / f"src_{name}")[0].parent, list(gs), tu_kernels(ks),
+                                 d / f"obj_{name}", ARCHS, cache, None, jobs=1)
             variants[name] = d / f"k_{name}.so"
-            tc.link_shared([Path(o) for o, _, _ in got.values()], variants[name], compile_options(ARCHS), launcher=[])
+            tc.link_shared([Path(o) for o in got["objects"]], variants[name], compile_options(ARCHS), launcher=[])
     return pl, regs, spills, so, ks.q, variants
 
 

@@ -105,7 +105,7 @@ def write_flat_keep(s, keep: Path) -> int:
 
     from codegen.build.actions import read_json
     from codegen.discover import discover
-    from codegen.emit import COMMON_HEADER
+    from codegen.emit import COMMON_FILES
     keep.mkdir(parents=True, exist_ok=True)
     lines = []
     for p in discover(s.pk):
@@ -115,7 +115,8 @@ def write_flat_keep(s, keep: Path) -> int:
         src = Path(s.build) / p.key / "src"
         for name in sorted(man["files"]):
             shutil.copyfile(src / name, keep / f"gen_{name}")
-        shutil.copyfile(src / COMMON_HEADER, keep / COMMON_HEADER)
+        for name in COMMON_FILES:
+            shutil.copyfile(src / name, keep / name)
         lines.append(f"{p.base}, {p.rel}, {p.key}, {man['plan']['slots']}")
     (keep / "gen.log").write_text("".join(x + "\n" for x in lines))
     return len(lines)

@@ -22,6 +22,12 @@ from codegen.plan import Plan, plan
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 COMMON_HEADER = "gen_common.cuh"
+#: the launch table's types (every `<key>_abi.cpp` and the launcher include it)
+ABI_HEADER = "exps_abi.h"
+#: the generic launcher: the C ABI of every `.so` over its kernel's launch table, compiled once
+RUNTIME = "exps_runtime.cpp"
+#: files of templates/ every kernel's sources use as they are (copied next to them)
+COMMON_FILES = (COMMON_HEADER, ABI_HEADER, RUNTIME)
 #: TUs hold about this many ops, so nvcc runs in parallel on large kernels
 TU_OPS = 4000
 #: what one trace-domain expression weighs in a TU besides its ops: its store modes (both inverses,
@@ -218,57 +224,147 @@ def _groups(sizes: list[int], limit: int) -> list[list[int]]:
 
 
 #: the kernel key is the one name formatted into C (symbols, file names): a C identifier short
-#: enough that `<key>_abi.cu` & co. stay below NAME_MAX (discover makes keys of <= 209 characters)
+#: enough that `<key>_q0_x0.cu` & co. stay below NAME_MAX (discover makes keys of <= 209 characters)
 KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,219}")
 
 
 def render(ks: KernelSource, tu_ops: int = TU_OPS) -> dict[str, str]:
-    """The translation units of a kernel: its parts (`render_parts`) packed in order into TUs of
-    at most ~tu_ops ops (`pack`). A small kernel is ONE TU, `<key>_q0_x0_abi.cu`: one nvcc run,
-    one host pass and one fatbinary instead of three (issue #15); a large one keeps its parts
-    apart (`<key>_q<k>.cu`, ...), so its compiles run in parallel and stay linear in ops."""
+    """The sources of a kernel: its device TUs, the parts of `render_parts` packed in order into TUs
+    of at most ~tu_ops ops (`pack`), and its launch table `<key>_abi.cpp` (`render_abi`). A small
+    kernel is ONE device TU, `<key>_q0_x0.cu`: one nvcc run instead of three (issue #15); a large one
+    keeps its parts apart (`<key>_q<k>.cu`, ...), so its compiles run in parallel and stay linear in
+    ops. The device TUs are compiled device code only (`nvcc -fatbin`); the table, data only, embeds
+    their fatbins; the launcher that reads it (`RUNTIME`) is the same file for every kernel."""
     parts = render_parts(ks, tu_ops)
+    groups = _tu_groups(ks, tu_ops)
+    files = {_tu_name(ks.key, g): "".join(parts[n] for n in g) for g in groups}
+    files[f"{ks.key}_abi.cpp"] = render_abi(ks, tu_ops)
+    return files
+
+
+def device_tus(files) -> list[str]:
+    """The device TUs among a kernel's source names, in the order of their fatbins in its launch
+    table (`f<i>.fatbin` is the i-th)."""
+    return sorted(n for n in files if n.endswith(".cu"))
+
+
+#: Itanium-mangled parameter lists of the two kernel signatures (q_chunks.cu.j2 / exprs.cu.j2):
+#: (const StepsParams*, uint64_t*, uint64_t*, 7 x uint64_t) and (const StepsParams*, uint64_t*,
+#: 9 x uint64_t, unsigned); uint64_t is `unsigned long` (m) on the 64-bit Linux hosts nvcc builds for.
+#: The build checks every name against the kernels ptxas compiled (actions.check_kernel_names).
+Q_PARAMS = "PK11StepsParamsPmS2_mmmmmmm"
+X_PARAMS = "PK11StepsParamsPmmmmmmmmmmj"
+
+
+def kernel_symbol(name: str, params: str) -> str:
+    """The symbol of the global-namespace function `name` with mangled parameter list `params`."""
+    return f"_Z{len(name)}{name}{params}"
+
+
+def _part_names(ks: KernelSource, tu_ops: int) -> tuple[list[list[int]], list[list[int]]]:
+    q_groups = _groups([b - a for a, b in ks.plan.chunks], tu_ops)
     x_groups = _groups([len(x.ir.ops) for x in ks.exprs], tu_ops) if ks.exprs else []
+    return q_groups, x_groups
+
+
+def _tu_groups(ks: KernelSource, tu_ops: int) -> list[list[str]]:
+    """The part names of each device TU (`pack`'s grouping by weight; no text needed)."""
+    q_groups, x_groups = _part_names(ks, tu_ops)
     weights = {f"{ks.key}_q{g}.cu": sum(b - a for a, b in (ks.plan.chunks[c] for c in idx))
-               for g, idx in enumerate(_groups([b - a for a, b in ks.plan.chunks], tu_ops))}
+               for g, idx in enumerate(q_groups)}
     weights.update({f"{ks.key}_x{g}.cu": sum(len(ks.exprs[i].ir.ops) + STORE_OPS for i in idx)
                     for g, idx in enumerate(x_groups)})
-    return pack(ks.key, parts, weights, tu_ops)
+    return _pack_groups(list(weights), weights, tu_ops)
 
 
-def pack(key: str, parts: dict[str, str], weights: dict[str, int], tu_ops: int = TU_OPS) -> dict[str, str]:
-    """Consecutive parts (in the given order) joined into TUs of at most tu_ops total weight; a part
-    absent from `weights` weighs 0 (the ABI) and always joins the TU before it. A TU of one part
-    keeps its name; a TU of several is `<key>_<their suffixes joined by _>.cu` (e.g.
-    `<key>_q0_x0_abi.cu`) and its text is theirs, in order: every part includes the (guarded)
-    common header and defines only its own names."""
+def _tu_name(key: str, group: list[str]) -> str:
+    return group[0] if len(group) == 1 else \
+        f"{key}_" + "_".join(n[len(key) + 1:-len(".cu")] for n in group) + ".cu"
+
+
+def launch_table(ks: KernelSource, tu_ops: int = TU_OPS) -> dict:
+    """Where every kernel function of `ks` lives: `q` per chunk (launch order) and `exprs` (by
+    expId) as dicts of lib (index into `device_tus`), sym (its symbol in that TU's fatbin), host
+    (the host check's form); `tus` the device TU names in fatbin order."""
+    if not isinstance(ks.key, str) or not KEY_RE.fullmatch(ks.key):
+        raise ValueError(f"kernel key {ks.key!r:.80} is not a C identifier of at most 220 characters")
+    key = ks.key
+    q_groups, x_groups = _part_names(ks, tu_ops)
+    tu_of = {n: _tu_name(key, g) for g in _tu_groups(ks, tu_ops) for n in g}
+    tus = device_tus(set(tu_of.values()))
+    lib = {n: tus.index(t) for n, t in tu_of.items()}
+    q = [None] * ks.plan.n_chunks
+    for g, idx in enumerate(q_groups):
+        for c in idx:
+            q[c] = {"lib": lib[f"{key}_q{g}.cu"], "sym": kernel_symbol(f"{key}_q_c{_i(c)}_k", Q_PARAMS),
+                    "host": f"{key}_q_c{_i(c)}_h"}
+    exprs = []
+    for g, idx in enumerate(x_groups):
+        for i in idx:
+            e = _i(ks.exprs[i].ir.exp_id)
+            exprs.append({"exp_id": e, "lib": lib[f"{key}_x{g}.cu"],
+                          "sym": kernel_symbol(f"{key}_x_e{e}_k", X_PARAMS), "host": f"{key}_x_e{e}_h"})
+    exprs.sort(key=lambda x: int(x["exp_id"]))
+    if len({x["exp_id"] for x in exprs}) != len(exprs):
+        raise ValueError(f"kernel {key}: two expression kernels of one expId")
+    return {"tus": tus, "q": q, "exprs": exprs}
+
+
+def tu_kernels(ks: KernelSource, tu_ops: int = TU_OPS) -> dict[str, list[str]]:
+    """{device TU name: symbols of the kernels its fatbin must hold} (the build's name check)."""
+    t = launch_table(ks, tu_ops)
+    out: dict[str, list[str]] = {n: [] for n in t["tus"]}
+    for k in (*t["q"], *t["exprs"]):
+        out[t["tus"][k["lib"]]].append(k["sym"])
+    return out
+
+
+def render_abi(ks: KernelSource, tu_ops: int = TU_OPS) -> str:
+    """`<key>_abi.cpp`: the kernel's launch table (templates/abi.cpp.j2, exps_abi.h). Only validated
+    integers, C identifiers (the key) and hex (the source hash) are formatted into it."""
+    if not all(c in "0123456789abcdef" for c in ks.source_hash):
+        raise ValueError("source hash must be hex")
+    t = launch_table(ks, tu_ops)
+    pl = ks.plan
+    return env().get_template("abi.cpp.j2").render(
+        key=ks.key, abi_header=ABI_HEADER, tus=t["tus"], q=t["q"], exprs=t["exprs"],
+        total_slots=_i(pl.total_slots), min_scratch=_i(pl.min_scratch),
+        emitter_version=EMITTER_VERSION, source_hash=ks.source_hash,
+        hash_offset=len("exps-codegen-id:") + len(EMITTER_VERSION) + 1)
+
+
+def _pack_groups(names: list[str], weights: dict[str, int], tu_ops: int) -> list[list[str]]:
     groups: list[list[str]] = []
     tot = 0
-    for n in parts:
+    for n in names:
         w = weights.get(n, 0)
         if not groups or (w and tot + w > tu_ops):
             groups.append([])
             tot = 0
         groups[-1].append(n)
         tot += w
-    out: dict[str, str] = {}
-    for group in groups:
-        name = group[0] if len(group) == 1 else \
-            f"{key}_" + "_".join(n[len(key) + 1:-len(".cu")] for n in group) + ".cu"
-        out[name] = "".join(parts[n] for n in group)
-    return out
+    return groups
+
+
+def pack(key: str, parts: dict[str, str], weights: dict[str, int], tu_ops: int = TU_OPS) -> dict[str, str]:
+    """Consecutive parts (in the given order) joined into TUs of at most tu_ops total weight; a part
+    absent from `weights` weighs 0 and always joins the TU before it. A TU of one part keeps its
+    name; a TU of several is `<key>_<their suffixes joined by _>.cu` (e.g. `<key>_q0_x0.cu`) and
+    its text is theirs, in order: every part includes the (guarded) common header and defines only
+    its own names."""
+    return {_tu_name(key, g): "".join(parts[n] for n in g)
+            for g in _pack_groups(list(parts), weights, tu_ops)}
 
 
 def render_parts(ks: KernelSource, tu_ops: int = TU_OPS) -> dict[str, str]:
-    """The parts of a kernel, each a valid TU: `<key>_q<k>.cu` (Q chunks of ~tu_ops ops),
-    `<key>_x<k>.cu` (expression groups), `<key>_abi.cu` (the exported C ABI), in that order."""
+    """The device parts of a kernel, each a valid TU: `<key>_q<k>.cu` (Q chunks of ~tu_ops ops),
+    then `<key>_x<k>.cu` (expression groups)."""
     e = env()
     key, ir, pl = ks.key, ks.q, ks.plan
     if not isinstance(key, str) or not KEY_RE.fullmatch(key):
         raise ValueError(f"kernel key {key!r:.80} is not a C identifier of at most 220 characters")
     files: dict[str, str] = {}
-    chunk_sizes = [b - a for a, b in pl.chunks]
-    q_groups = _groups(chunk_sizes, tu_ops)
+    q_groups, x_groups = _part_names(ks, tu_ops)
     out_c = len(ir.ops) - 1
     for g, idx in enumerate(q_groups):
         read = _read(ir)
@@ -277,21 +373,12 @@ def render_parts(ks: KernelSource, tu_ops: int = TU_OPS) -> dict[str, str]:
         files[f"{key}_q{g}.cu"] = e.get_template("q_chunks.cu.j2").render(
             key=key, chunks=chunks, single=pl.n_chunks == 1, out=f"v{out_c}",
             out_dim=ir.out_dim, header=COMMON_HEADER)
-    x_groups = _groups([len(x.ir.ops) for x in ks.exprs], tu_ops) if ks.exprs else []
     for g, idx in enumerate(x_groups):
         exprs = [{"exp_id": _i(ks.exprs[i].ir.exp_id), "lines": expr_body(ks.exprs[i].ir),
                   "result": result_c(ks.exprs[i].ir), "vdim": ks.exprs[i].ir.out_dim,
                   "num1": int(ks.exprs[i].num1)} for i in idx]
         files[f"{key}_x{g}.cu"] = e.get_template("exprs.cu.j2").render(
             key=key, group=g, exprs=exprs, header=COMMON_HEADER)
-    if not all(c in "0123456789abcdef" for c in ks.source_hash):
-        raise ValueError("source hash must be hex")
-    files[f"{key}_abi.cu"] = e.get_template("abi.cu.j2").render(
-        key=key, n_chunks=pl.n_chunks, total_slots=pl.total_slots, min_scratch=pl.min_scratch,
-        x_groups=len(x_groups), covered=sorted(_i(x.ir.exp_id) for x in ks.exprs),
-        emitter_version=EMITTER_VERSION, source_hash=ks.source_hash, header=COMMON_HEADER,
-        hash_offset=len("exps-codegen-id:") + len(EMITTER_VERSION) + 1,
-        q_groups=[{"index": g, "chunks": idx} for g, idx in enumerate(q_groups)])
     return files
 
 

@@ -30,7 +30,7 @@ from codegen.build import procs
 from codegen.build import actions
 from codegen.build import toolchain
 from codegen.discover import Placement, discover, kernels, scan, shown
-from codegen.emit import COMMON_HEADER, TEMPLATES
+from codegen.emit import COMMON_FILES, TEMPLATES
 from codegen.coverage import CAP, EXPR_CAP, SLOTS_CAP
 
 log = logging.getLogger("exps_codegen")
@@ -214,7 +214,7 @@ def exps_tasks(s: Settings, emit_only: bool = False):
         "ir": "parse a kernel's JSON, lower it to IR (skips with reasons)",
         "tune": "choose the fastest zero-spill chunking of Q (autotune, probes via the object cache)",
         "emit": "render the kernel's CUDA sources from templates/ into the build dir",
-        "cc": "compile the kernel's translation units with nvcc (object cache)",
+        "cc": "compile the kernel's sources with nvcc: device TUs to fatbins, its launch table (object cache)",
         "link": "link an AIR's <base>.exps.so next to its starkinfo (or remove it when skipped)",
         "gone": "remove the .so of an AIR that became unreadable or vanished",
     }
@@ -263,7 +263,7 @@ def exps_tasks(s: Settings, emit_only: bool = False):
             continue
         yield {"basename": s.stage("cc"), "name": key,
                "actions": [(_cc_action, [s, key, str(manifest), str(kd / "obj"), str(objs), so_paths, airs])],
-               "file_dep": [str(manifest), str(TEMPLATES / COMMON_HEADER)], "targets": [str(objs)],
+               "file_dep": [str(manifest), *(str(TEMPLATES / n) for n in COMMON_FILES)], "targets": [str(objs)],
                "uptodate": [lazy_config_changed(lambda: {"archs": s.archs(), "nvcc": s.nvcc_text(),
                                                          "flags": " ".join(actions.HIDDEN)})],
                "clean": [(_rm_tree, [str(kd / "obj")]), (_rm_file, [str(objs)])]}

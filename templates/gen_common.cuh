@@ -349,69 +349,7 @@ EXPS_HD ExpsCtx exps_ctx(const StepsParams* P, uint64_t D, int extended, uint64_
 // Logical row of an opening: (row + shift) mod D, D a power of two.
 #define EXPS_ROW(shift) ((row + (uint64_t)(int64_t)(shift)) & X.mask)
 
-// ------------------------------------------------------------------------- launch shape
-#ifdef __CUDACC__
-#define EXPS_MAX_DEVICES 64
-// Blocks of 256 threads of kernel `fn` the current device holds at once (SMs x resident blocks at
-// the kernel's registers), asked once per device and kept in cache[device]; capped at `cap` when
-// cap > 0. If the runtime cannot tell: cap, or 512.
-static inline unsigned exps_grid(const void* fn, int* cache, unsigned cap) {
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= EXPS_MAX_DEVICES) return cap ? cap : 512u;
-    int r = cache[dev];
-    if (r <= 0) {
-        int per_sm = 0, sms = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, 256, 0) != cudaSuccess ||
-            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || per_sm * sms <= 0)
-            return cap ? cap : 512u;
-        r = per_sm * sms;
-        cache[dev] = r;
-    }
-    return cap && (unsigned)r > cap ? cap : (unsigned)r;
-}
-
-// Scratch top-up of the chunked launcher (docs/ARCHITECTURE.md "Launch shape"). The prover gives
-// exps_launch its interpreter's temporaries region, 16-20 words per row of 2^17 rows on
-// ../shared/pk: at tens of slots that is a wave of ~100-200 blocks, too few to fill an H200, and
-// thousands of launches. When the given scratch holds fewer than EXPS_TOPUP_BLOCKS blocks of rows,
-// the launcher takes its own scratch for one wave of up to that many blocks, stream-ordered
-// (cudaMallocAsync before its kernels, cudaFreeAsync after them on the same stream: no other launch
-// can see it), at most EXPS_SCRATCH_MB MiB (environment; default EXPS_TOPUP_MB, 0: never). If the
-// allocation fails, the given scratch is used as before.
-#define EXPS_TOPUP_BLOCKS 2048ull
-#define EXPS_TOPUP_MB 512ull
-static inline uint64_t exps_topup_bytes(void) {
-    const char* s = getenv("EXPS_SCRATCH_MB");
-    if (!s || !*s) return EXPS_TOPUP_MB << 20;
-    uint64_t v = 0;
-    for (; *s; ++s) {
-        if (*s < '0' || *s > '9' || v > (1ull << 24)) return EXPS_TOPUP_MB << 20;   // not a count of MiB
-        v = v * 10 + (uint64_t)(*s - '0');
-    }
-    return v << 20;
-}
-
-// Blocks of the wave the top-up aims at for `slots` scratch slots over `all` blocks of rows.
-static inline uint64_t exps_topup_want(uint64_t slots, uint64_t all) {
-    const uint64_t want = all < EXPS_TOPUP_BLOCKS ? all : EXPS_TOPUP_BLOCKS;
-    const uint64_t cap = exps_topup_bytes() / (slots * 256ull * 8ull);
-    return want < cap ? want : cap;
-}
-
-// Blocks of the wave a chunked Q of `slots` scratch slots runs with `given` blocks' worth of
-// caller scratch over `all` blocks of rows; *own is the scratch taken for it (0: the caller's).
-static inline uint64_t exps_topup(uint64_t slots, uint64_t given, uint64_t all, void** own, cudaStream_t stream) {
-    *own = 0;
-    const uint64_t want = exps_topup_want(slots, all);
-    if (given >= want) return given;
-    if (cudaMallocAsync(own, want * slots * 256ull * 8ull, stream) != cudaSuccess) {
-        *own = 0;
-        (void)cudaGetLastError();    // this runtime's error only (the .so links its own, statically)
-        return given;
-    }
-    return want;
-}
-#endif
+// (The launch shape, the scratch top-up and the C ABI are the launcher's: exps_runtime.cpp.)
 
 // ------------------------------------------------------------------------- expression stores
 enum { EXPS_WRITE = 0, EXPS_MUL_INV = 1, EXPS_WRITE_INV = 2 };

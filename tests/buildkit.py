@@ -174,8 +174,8 @@ def calls(log: Path) -> Calls:
         kind, _, rest = line.partition(" ")
         argv = shlex.split(rest)
         if kind == "cc":
-            assert "-c" in argv or "-cubin" in argv, line      # -cubin: an autotune probe
-            cc.append(Path(next(a for a in argv if a.endswith(".cu"))).name)
+            assert "-c" in argv, line          # every mode: -c (-fatbin: a device TU, -cubin: a probe)
+            cc.append(Path(next(a for a in argv if a.endswith((".cu", ".cpp")))).name)
         else:
             assert kind == "link" and "-shared" in argv, line
             keys = {Path(a).parent.parent.name for a in argv if a.endswith(".o")}
@@ -333,15 +333,25 @@ def reference(tmp_path_factory) -> Ref:
 
 
 def cache_key_of(tu: Path) -> str:
-    """The object cache key of a TU of a build made with ARGS (arch 90)."""
-    from codegen.build.actions import compile_options
+    """The object cache key of a source of a build made with ARGS (arch 90): a device TU's fatbin,
+    or a launch table's object (its key holds the fatbins it embeds, from the kernel's obj dir)."""
+    from codegen.build.actions import compile_options, host_options
     from codegen.build.cache import ObjectCache
-    return ObjectCache(root="/nonexistent").key_for(tu, compile_options([90]), include_dirs=[tu.parent])
+    from codegen.emit import device_tus
+    cache = ObjectCache(root="/nonexistent")
+    if tu.suffix == ".cu":
+        return cache.key_for(tu, compile_options([90]), include_dirs=[tu.parent])
+    tus = device_tus(p.name for p in tu.parent.iterdir())
+    obj = tu.parent.parent / "obj"
+    inputs = {f"f{i}.fatbin": obj / (Path(n).stem + ".o") for i, n in enumerate(tus)}
+    return cache.key_for(tu, host_options([90]), include_dirs=[tu.parent], inputs=inputs)
 
 
 def entries_by_tu(kit: Kit) -> dict[str, str]:
+    """Object cache entry file name -> the name of the source it was compiled from (a kernel's
+    device TUs and launch table; the generic launcher, the same for every kernel, is not listed)."""
     out = {}
-    for tu in sorted(kit.build.glob("*/src/*.cu")):
+    for tu in sorted([*kit.build.glob("*/src/*.cu"), *kit.build.glob("*/src/*_abi.cpp")]):
         out[f"{cache_key_of(tu)}.obj"] = tu.name
     return out
 

@@ -22,7 +22,8 @@ from codegen.check import hostcheck
 from codegen.sample import synth
 from require import require, requires
 from codegen.discover import discover
-from codegen.emit import OP_C, STORE_OPS, TU_OPS, ExprKernel, KernelSource, chunk_body, pack, render, render_parts
+from codegen.emit import (OP_C, Q_PARAMS, STORE_OPS, TU_OPS, X_PARAMS, ExprKernel, KernelSource, chunk_body,
+                          device_tus, kernel_symbol, pack, render, render_parts, tu_kernels)
 from codegen.ir import KernelIR, Leaf, Op, Val, lower
 from codegen.coverage import cover
 from codegen.model import CmPol, Expression, Operand, StarkInfo, Step, load_air, parse_expressionsinfo, \
@@ -78,17 +79,33 @@ def test_file_names_single_kernel() -> None:
     ks = _ks("Tiny")
     assert ks.plan.n_chunks == 1
     parts = render_parts(ks)
-    assert list(parts) == ["k_tiny_q0.cu", "k_tiny_x0.cu", "k_tiny_abi.cu"]
-    # a small kernel is ONE TU (one nvcc run, issue #15): its parts' texts, in order
-    assert render(ks) == {"k_tiny_q0_x0_abi.cu": "".join(parts.values())}
+    assert list(parts) == ["k_tiny_q0.cu", "k_tiny_x0.cu"]
+    # a small kernel is ONE device TU (one nvcc run, issue #15): its parts' texts, in order; and its
+    # launch table (host data: the generic launcher exps_runtime.cpp reads it)
+    files = render(ks)
+    assert list(files) == ["k_tiny_q0_x0.cu", "k_tiny_abi.cpp"]
+    assert files["k_tiny_q0_x0.cu"] == "".join(parts.values())
+    assert device_tus(files) == ["k_tiny_q0_x0.cu"]
+
+
+def _table(abi: str) -> tuple[list[tuple[int, str]], list[tuple[int, int, str]]]:
+    """(lib, chunk) of every Q kernel and (expId, lib, expId of its symbol) of every expression of
+    a launch table's text, in table order."""
+    q = [(int(lib), c) for lib, c in re.findall(r'\{(\d+), "_Z\d+\w+?_q_c(\d+)_kPK11StepsParams', abi)]
+    x = [(int(e), int(lib), s) for e, lib, s in
+         re.findall(r'\{(\d+)ull, (\d+), "_Z\d+\w+?_x_e(\d+)_kPK11StepsParams', abi)]
+    return q, x
 
 
 def test_file_names_without_expressions() -> None:
     ks = _ks("Tiny", exprs=lambda xs: [])
     files = render_parts(ks)
-    assert sorted(files) == ["k_tiny_abi.cu", "k_tiny_q0.cu"]
-    assert "exps_launch_expr" in files["k_tiny_abi.cu"]
-    assert render(ks) == {"k_tiny_q0_abi.cu": files["k_tiny_q0.cu"] + files["k_tiny_abi.cu"]}
+    assert sorted(files) == ["k_tiny_q0.cu"]
+    r = render(ks)
+    assert list(r) == ["k_tiny_q0.cu", "k_tiny_abi.cpp"]
+    abi = r["k_tiny_abi.cpp"]
+    assert _table(abi) == ([(0, "0")], []) and "exps_x[]" not in abi
+    assert "exps_q, 0ull, 0," in abi             # no expression table: exps_launch_expr covers nothing
 
 
 def test_file_names_chunked_large() -> None:
@@ -97,16 +114,26 @@ def test_file_names_chunked_large() -> None:
     assert n == 5394 and ks.plan.n_chunks == 22
     files = render_parts(ks)
     # 15 chunks of 256 ops (3840 <= TU_OPS 4000) per TU: chunks 0-14, 15-21
-    assert sorted(files) == ["k_large_abi.cu", "k_large_q0.cu", "k_large_q1.cu", "k_large_x0.cu"]
-    # packed: q0 alone (3840 ops); q1 (1554 ops), the expressions (their ops + STORE_OPS each) and the ABI
+    assert sorted(files) == ["k_large_q0.cu", "k_large_q1.cu", "k_large_x0.cu"]
+    # packed: q0 alone (3840 ops); q1 (1554 ops) and the expressions (their ops + STORE_OPS each)
     assert 1554 + sum(len(x.ir.ops) + STORE_OPS for x in ks.exprs) <= TU_OPS
-    assert render(ks) == {"k_large_q0.cu": files["k_large_q0.cu"],
-                          "k_large_q1_x0_abi.cu": files["k_large_q1.cu"] + files["k_large_x0.cu"] + files["k_large_abi.cu"]}
+    r = render(ks)
+    assert r == {"k_large_q0.cu": files["k_large_q0.cu"],
+                 "k_large_q1_x0.cu": files["k_large_q1.cu"] + files["k_large_x0.cu"],
+                 "k_large_abi.cpp": r["k_large_abi.cpp"]}
     assert re.findall(r"EXPS_HD void k_large_q_c(\d+)\(", files["k_large_q0.cu"]) == [str(c) for c in range(15)]
     assert re.findall(r"EXPS_HD void k_large_q_c(\d+)\(", files["k_large_q1.cu"]) == [str(c) for c in range(15, 22)]
-    # the launcher runs every chunk kernel in order
-    calls = re.findall(r"k_large_q_c(\d+)_run\(d_params", files["k_large_abi.cu"])
-    assert calls == [str(c) for c in range(22)]
+    # the launch table lists every chunk kernel in launch order, each in its device TU's fatbin
+    q, x = _table(r["k_large_abi.cpp"])
+    assert q == [(0 if c < 15 else 1, str(c)) for c in range(22)]
+    assert [e for e, _, _ in x] == sorted(xk.ir.exp_id for xk in ks.exprs)
+    assert all(lib == 1 and str(e) == s for e, lib, s in x)
+    assert '.incbin \\"f0.fatbin\\"' in r["k_large_abi.cpp"] and '.incbin \\"f1.fatbin\\"' in r["k_large_abi.cpp"]
+    assert "f2.fatbin" not in r["k_large_abi.cpp"]
+    assert tu_kernels(ks) == {
+        "k_large_q0.cu": [kernel_symbol(f"k_large_q_c{c}_k", Q_PARAMS) for c in range(15)],
+        "k_large_q1_x0.cu": [kernel_symbol(f"k_large_q_c{c}_k", Q_PARAMS) for c in range(15, 22)]
+        + [kernel_symbol(f"k_large_x_e{e}_k", X_PARAMS) for e, _, _ in x]}
 
 
 def test_file_names_small_tu_limit() -> None:
@@ -118,21 +145,24 @@ def test_file_names_small_tu_limit() -> None:
     assert qn == list(range(len(qn))) and xn == list(range(len(xn)))
     assert len(qn) == ks.plan.n_chunks      # 64-op chunks each exceed a 40-op TU
     # x groups: consecutive expressions, every one exactly once, at most 40 ops unless alone
-    seen = []
+    seen, group_of = [], {}
     for g in xn:
         ids = [int(i) for i in re.findall(r"EXPS_HD gl3 k_medium_x_e(\d+)\(", files[f"k_medium_x{g}.cu"])]
         ops = sum(len(x.ir.ops) for x in ks.exprs if x.ir.exp_id in ids)
         assert ops <= 40 or len(ids) == 1
         seen += ids
+        group_of.update({i: f"k_medium_x{g}.cu" for i in ids})
     assert seen == [x.ir.exp_id for x in ks.exprs]
     assert sum(sizes) > 40 and len(xn) > 1
-    abi = files["k_medium_abi.cu"]
-    assert re.findall(r"if \(k_medium_x(\d+)_launch\(", abi) == [str(g) for g in xn]
-    # packed: every part over 40 ops stays alone; the ABI (weight 0) joins the last expression group
+    # packed: every part over 40 ops stays alone; the launch table comes last
     packed = render(ks, tu_ops=40)
-    assert list(packed) == [f for f in files if f != "k_medium_abi.cu" and f != f"k_medium_x{xn[-1]}.cu"] \
-        + [f"k_medium_x{xn[-1]}_abi.cu"]
-    assert "".join(packed.values()) == "".join(files.values())
+    assert list(packed) == list(files) + ["k_medium_abi.cpp"]
+    assert "".join(packed[n] for n in files) == "".join(files.values())
+    # the table finds every expression in the fatbin of its own TU (device_tus order), by expId
+    tus = device_tus(packed)
+    _, x = _table(packed["k_medium_abi.cpp"])
+    assert [e for e, _, _ in x] == sorted(group_of)
+    assert all(tus[lib] == group_of[e] for e, lib, _ in x)
 
 
 # ============================================================================ the op table
@@ -352,11 +382,15 @@ ABI = ("exps_launch", "exps_min_scratch", "exps_expr_covered", "exps_launch_expr
 
 
 def test_abi_text_has_every_entry_point() -> None:
-    abi = render_parts(_ks("Medium"))["k_medium_abi.cu"]
+    """The entry points are the generic launcher's (one text for every kernel); a kernel's launch
+    table carries its identity and exports nothing."""
+    runtime = (emit.TEMPLATES / emit.RUNTIME).read_text()
     for name in ABI:
-        assert re.search(rf"EXPS_EXPORT [^;{{]*\b{name}\(", abi), name
-    assert 'extern "C" {' in abi
-    assert f'"{EMITTER_VERSION}"' in abi and HASH in abi
+        assert re.search(rf"EXPS_EXPORT [^;{{]*\b{name}\(", runtime), name
+    assert 'extern "C" {' in runtime
+    table = render(_ks("Medium"))["k_medium_abi.cpp"]
+    assert f'"{EMITTER_VERSION}"' in table and HASH in table
+    assert "EXPS_EXPORT" not in table and "visibility(\"default\")" not in table
 
 
 @needs_gxx
@@ -462,9 +496,9 @@ def test_render_40000_op_q(tmp_path: Path, capsys) -> None:
         print(f"\n[emit] render of a {len(cov.q.ops)}-op Q ({ks.plan.n_chunks} chunks, {len(files)} files, "
               f"{sum(map(len, files.values())) / 1e6:.1f} MB): {dt:.3f} s wall")
     assert ks.plan.n_chunks == 157
-    # 11 Q TUs of <= 15 chunks; the last (7 chunks) is packed with the expressions and the ABI
-    qfiles = [f"{p.key}_q{g}.cu" for g in range(10)] + [f"{p.key}_q10_x0_abi.cu"]
-    assert list(files) == qfiles
+    # 11 Q TUs of <= 15 chunks; the last (7 chunks) is packed with the expressions; the launch table
+    qfiles = [f"{p.key}_q{g}.cu" for g in range(10)] + [f"{p.key}_q10_x0.cu"]
+    assert list(files) == qfiles + [f"{p.key}_abi.cpp"]
     # every op is emitted exactly once, in order, across the TUs
     defs = []
     for f in qfiles:
@@ -672,9 +706,10 @@ def test_chunked_q_without_scratch(tmp_path: Path) -> None:
     ir = KernelIR(9, True, ops)
     pl = plan(ir, 1)
     assert (pl.n_chunks, pl.total_slots) == (3, 0)
-    files = render_parts(KernelSource("k", ir, pl, [], HASH))
-    assert "scratchElems / (" not in files["k_abi.cu"]
-    hostcheck.build_host_library(files, tmp_path)
+    files = render(KernelSource("k", ir, pl, [], HASH, passes=False))
+    assert "3ull, 0ull, 0ull, EXPS_SINGLE_SHAPE" in files["k_abi.cpp"]   # chunks, slots, min scratch
+    lib = hostcheck._load(hostcheck.build_host_library(files, tmp_path))
+    assert lib.exps_min_scratch() == 0
 
 
 @needs_gxx

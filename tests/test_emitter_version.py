@@ -2,8 +2,8 @@
 version is up to date. So emitted text must not change without a bump, or an old `.so` of other
 kernel text would pass as current (session 3 found two sessions of template edits under 0.2.0).
 This test pins the emitted text of reference kernels (every sample AIR, single and chunked, and
-a real key's ConnectionNew) and the common header every TU includes (the field arithmetic) to the
-version: change the text, and it fails until the version is
+a real key's ConnectionNew) and the common files (the header every device TU includes, the field
+arithmetic; since 0.6.0 also the launch table's types and the generic launcher) to the version: change the text, and it fails until the version is
 bumped and the new digest pinned here."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 from codegen import EMITTER_VERSION
 from codegen.coverage import cover
 from codegen.discover import discover, kernels
-from codegen.emit import COMMON_HEADER, TEMPLATES, KernelSource, render
+from codegen.emit import COMMON_FILES, TEMPLATES, KernelSource, render
 from codegen.model import load_air
 from codegen.plan import plan
 
@@ -32,13 +32,15 @@ PINNED = {
     "0.4.4": "741b6db307e1070a908d0774e12b0d9463f5f1f8875780d1edb0fb8b603f713f",
     "0.4.5": "16ad10adb846372e5e44b81f4210038acd0fa1a32b9fc9a9cf627563673214c9",
     "0.5.0": "b5b498878fd33d4577683c31168c13ae7ff05070e48355be10f9bcf57c8749f8",
+    "0.6.0": "365bdc46d05e1ca7fe4a0da7d9b68431a4498c456aa9d3e2e630b85e73631e37",
 }
 
 
 def emitted_digest() -> str:
     require("pk")
     h = hashlib.sha256()
-    h.update(COMMON_HEADER.encode() + b"\0" + (TEMPLATES / COMMON_HEADER).read_bytes() + b"\0")
+    for name in COMMON_FILES:     # (up to 0.4.5 the header was the only common file)
+        h.update(name.encode() + b"\0" + (TEMPLATES / name).read_bytes() + b"\0")
     refs = [(ROOT / "provingkey-sample", (0, 64)), (CONNECTION, (0, 32))]
     for pk, chunkings in refs:
         for key, ps in sorted(kernels(discover(pk)).items()):

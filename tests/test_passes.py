@@ -156,9 +156,9 @@ def test_kernel_source_replans_the_optimized_ir() -> None:
     assert ks.plan == plan(ks.q, 36) and ks.plan.n_chunks == 10
     off = KernelSource("k", cov.q, plan(cov.q, 64), [], "0" * 64, passes=False)
     assert off.q is cov.q and off.plan.n_chunks == 10 and off.pass_stats is None
-    files = render_parts(ks)
-    assert f"exps_min_scratch(void) {{ return {ks.plan.min_scratch}ull; }}" in files["k_abi.cu"]
-    assert "k_q_c9_run(d_params" in files["k_abi.cu"] and "k_q_c10_run" not in files["k_abi.cu"]
+    table = render(ks)["k_abi.cpp"]
+    assert f"10ull, {ks.plan.total_slots}ull, {ks.plan.min_scratch}ull, EXPS_SINGLE_SHAPE" in table
+    assert "k_q_c9_kPK" in table and "k_q_c10_" not in table
 
 
 @pytest.mark.requires("gxx", "pk")

@@ -63,10 +63,13 @@ def test_first_build_exact_outputs_and_compiles(ref):
     assert bk.so_files(kit.pk) == PLACED
     # every TU of every generated kernel compiled exactly once; the shared pair is one kernel
     tiny, shared = kit.tus(TINY_KEY), kit.tus(SHARED_KEY)
-    assert tiny == [f"{TINY_KEY}_q0_x0_abi.cu"]                 # a small kernel is one TU (#15)
-    assert shared == [f"{SHARED_KEY}_q0_x0_abi.cu"]
+    # a small kernel is one device TU (#15) and its launch table
+    assert tiny == [f"{TINY_KEY}_abi.cpp", f"{TINY_KEY}_q0_x0.cu"]
+    assert shared == [f"{SHARED_KEY}_abi.cpp", f"{SHARED_KEY}_q0_x0.cu"]
     c = kit.calls()
-    assert sorted(c.compiles) == sorted(tiny + shared)          # 2 compiles, no duplicate
+    # every device TU compiled once, no duplicate, and the generic launcher once for both kernels
+    # (through the launcher: a launch table never goes through one, actions.compile_kernel)
+    assert sorted(c.compiles) == sorted([f"{TINY_KEY}_q0_x0.cu", f"{SHARED_KEY}_q0_x0.cu", "exps_runtime.cpp"])
     assert sorted(c.links) == sorted([TINY_KEY, SHARED_KEY, SHARED_KEY])   # two links, one kernel
     assert kit.manifest(SKIPPED_KEY)["files"] == {} and "boundaries" in kit.manifest(SKIPPED_KEY)["skip"]
     assert so_state(kit, SHARED1)[2] == so_state(kit, SHARED2)[2]
@@ -115,8 +118,9 @@ def test_json_change_recompiles_only_that_kernel(built):
     bk.bump_q_number(kit.pk, TINY)
     p = kit.doit()
     c = kit.calls()
-    # Q and the source hash changed -> Tiny's one TU; the other kernel compiles nothing
-    assert sorted(c.compiles) == [f"{TINY_KEY}_q0_x0_abi.cu"]
+    # Q and the source hash changed -> Tiny's one device TU (and its table); the other kernel and
+    # the launcher compile nothing
+    assert sorted(c.compiles) == [f"{TINY_KEY}_q0_x0.cu"]
     assert c.links == [TINY_KEY]
     assert executed(p.stdout) == {f"ir:{TINY_KEY}", f"tune:{TINY_KEY}", f"emit:{TINY_KEY}",
                                   f"cc:{TINY_KEY}", f"link:{TINY}"}
@@ -147,13 +151,15 @@ def test_emitter_version_bump_reemits_all_recompiles_only_changed_tus(built, mon
     ran = executed(out)
     assert {f"emit:{k}" for k in (TINY_KEY, SHARED_KEY, SKIPPED_KEY)} <= ran     # every source re-emitted
     c = kit.calls()
-    assert sorted(c.compiles) == [f"{TINY_KEY}_q0_x0_abi.cu", f"{SHARED_KEY}_q0_x0_abi.cu"]  # changed text
+    # changed text: only the tables (the version is in their identity; compiled without the
+    # launcher), the device TUs are cache hits: nothing through the launcher
+    assert c.compiles == []
     assert sorted(c.links) == sorted([TINY_KEY, SHARED_KEY, SHARED_KEY])
     for k in (TINY_KEY, SHARED_KEY):
         after = bk.tree(kit.build / k / "src")
         assert set(after) == set(src[k])
         for name in after:
-            if name.endswith("_abi.cu"):
+            if name.endswith("_abi.cpp"):
                 assert new.encode() in after[name][2] and after[name][2] != src[k][name][2]
             else:   # same text, not even rewritten (the md5 check downstream stays quiet)
                 assert after[name] == src[k][name], name
@@ -205,7 +211,7 @@ def test_doit_emit_writes_sources_only(kit):
     assert kit.calls().n == 0
     assert not any(t.startswith(("cc:", "link:")) for t in executed(p.stdout))
     for k in (TINY_KEY, SHARED_KEY):
-        assert sorted(x.name for x in (kit.build / k / "src").glob("*.cu")) == kit.tus(k)
+        assert sorted(x.name for x in (kit.build / k / "src").glob(f"{k}_*")) == kit.tus(k)
         assert not (kit.build / k / "obj").exists() and not (kit.build / k / "objs.json").exists()
     assert not (kit.build / "link").exists()
 
@@ -220,11 +226,11 @@ def test_emit_never_touches_a_built_key(built):
     assert bk.tree(kit.pk) == before
     assert kit.calls().n == 0
     for d in (kit.root / "other", kit.root / "kept"):
-        assert sorted(x.name for x in (d / TINY_KEY / "src").glob("*.cu")) == kit.tus(TINY_KEY)
+        assert sorted(x.name for x in (d / TINY_KEY / "src").glob(f"{TINY_KEY}_*")) == kit.tus(TINY_KEY)
         assert not list(d.glob("*/obj"))
     # the build afterwards replaces the stale .so (cc removes it first, link places the new one)
     kit.doit()
-    assert sorted(kit.calls().compiles) == [f"{TINY_KEY}_q0_x0_abi.cu"]
+    assert sorted(kit.calls().compiles) == [f"{TINY_KEY}_q0_x0.cu"]
     bk.assert_all_current(kit)
 
 
@@ -353,7 +359,7 @@ def test_original_tool_flags(kit):
     assert bk.tree(kit.pk) == before and kit.calls().n == 0
     for k in (TINY_KEY, SHARED_KEY):
         files = bk._load(kept / k / "manifest.json")["files"]
-        assert sorted(x.name for x in (kept / k / "src").glob("*.cu")) == sorted(files)
+        assert sorted(x.name for x in (kept / k / "src").glob(f"{k}_*")) == sorted(files)
     assert not list(kept.glob("*/obj")) and not (kept / "link").exists()
 
 
@@ -369,24 +375,26 @@ def test_gen_exps_spellings_and_flat_keep_dir(kit):
     kit.build = keep
     bk.assert_all_current(kit)
     flat = sorted(x.name for x in keep.iterdir() if x.is_file() and not x.name.startswith((".", "report.")))
-    assert flat == sorted(["gen.log", "gen_common.cuh"] + [f"gen_{k}_q0_x0_abi.cu" for k in (TINY_KEY, SHARED_KEY)]), flat
+    assert flat == sorted(["gen.log", "gen_common.cuh", "exps_abi.h", "exps_runtime.cpp"]
+                          + [f"gen_{k}_{t}" for k in (TINY_KEY, SHARED_KEY) for t in ("q0_x0.cu", "abi.cpp")]), flat
     assert (keep / "gen.log").read_text().splitlines() == [
         f"Tiny, {TINY}, {TINY_KEY}, 0",
         f"Shared, {SHARED1}, {SHARED_KEY}, 0",
         f"Shared, {SHARED2}, {SHARED_KEY}, 0"]
-    assert (keep / f"gen_{TINY_KEY}_q0_x0_abi.cu").read_bytes() == \
-        (keep / TINY_KEY / "src" / f"{TINY_KEY}_q0_x0_abi.cu").read_bytes()
-    # the flat sources stand alone: they compile with only the flat header beside them
-    gxx = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", "-DGL64_PARTIALLY_REDUCED", "-I", str(keep),
-                          str(keep / f"gen_{TINY_KEY}_q0_x0_abi.cu")], capture_output=True, text=True)
-    assert gxx.returncode == 0, gxx.stderr
+    assert (keep / f"gen_{TINY_KEY}_q0_x0.cu").read_bytes() == \
+        (keep / TINY_KEY / "src" / f"{TINY_KEY}_q0_x0.cu").read_bytes()
+    # the flat sources stand alone: they compile with only the flat headers beside them
+    for name in (f"gen_{TINY_KEY}_q0_x0.cu", f"gen_{TINY_KEY}_abi.cpp", "exps_runtime.cpp"):
+        gxx = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", "-DGL64_PARTIALLY_REDUCED", "-DEXPS_HOSTCHECK",
+                              "-I", str(keep), "-x", "c++", str(keep / name)], capture_output=True, text=True)
+        assert gxx.returncode == 0, gxx.stderr
     # proofman-cli's spelling, sources only
     before = bk.tree(kit.pk)
     kept = kit.root / "kept"
     kit.cli("gen-exps", "--proving-key", str(kit.pk), "--arch", "90", "--chunk", "0", "--emit-only",
             "--keep-dir", str(kept))
     assert bk.tree(kit.pk) == before
-    assert len((kept / "gen.log").read_text().splitlines()) == 3 and (kept / f"gen_{TINY_KEY}_q0_x0_abi.cu").exists()
+    assert len((kept / "gen.log").read_text().splitlines()) == 3 and (kept / f"gen_{TINY_KEY}_q0_x0.cu").exists()
 
 
 def test_settings_launcher_path_is_absolute(tmp_path, monkeypatch):
@@ -411,11 +419,14 @@ def test_whole_sample_first_build_and_noop(ref, tmp_path, monkeypatch):
     assert bk.so_files(kit.pk) == placed
     keys = sorted({bk.KEY_OF[r] for r in placed})
     c = kit.calls()
-    assert sorted(c.compiles) == sorted(t for k in keys for t in kit.tus(k))
+    # every device TU once; the generic launcher once (twice when two cc tasks missed it at once)
+    device = [t for t in c.compiles if t != "exps_runtime.cpp"]
+    assert sorted(device) == sorted(t for k in keys for t in kit.tus(k) if t.endswith(".cu"))
+    assert 1 <= c.compiles.count("exps_runtime.cpp") <= 2
     assert sorted(c.links) == sorted(bk.KEY_OF[r] for r in placed)
     assert "6 AIRs: 4 kernels generated, 4 compiled, 5 .so placed, 1 skipped, 0 failed" in p.stdout
     bk.assert_all_current(kit, expect_placed=placed)
     kit.reset_log()
     p = kit.doit(env={"EXPS_ASSERT_NO_COMPILE": "1"})
-    assert p.stdout == "4 AIRs up to date (3 .so placed, 1 skipped); nothing to do\n" and kit.calls().n == 0
+    assert p.stdout == "6 AIRs up to date (5 .so placed, 1 skipped); nothing to do\n" and kit.calls().n == 0
     print(f"no-op rebuild of the whole sample: {kit.runs[-1]:.3f} s")

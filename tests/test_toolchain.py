@@ -382,8 +382,46 @@ def test_ccache_launcher_hits(tmp_path, nvcc, monkeypatch):
 
 def test_device_only_options_for_probes():
     """Autotune probes compile device code only (-cubin, one arch): no host pass, no fatbinary."""
-    o = tc.CompileOptions((90,), extra_flags=("-Xcompiler", "-fvisibility=hidden"), device_only=True)
+    o = tc.CompileOptions((90,), extra_flags=("-Xcompiler", "-fvisibility=hidden"), mode="cubin")
     assert o.flags() == ["-cubin", *tc.BASE_FLAGS, "-arch=sm_90", "-Xcompiler", "-fvisibility=hidden"]
+    assert o.device_only
     assert o.key() != tc.CompileOptions((90,), extra_flags=("-Xcompiler", "-fvisibility=hidden")).key()
     with pytest.raises(tc.ToolchainError):
-        tc.CompileOptions((80, 90), device_only=True)
+        tc.CompileOptions((80, 90), mode="cubin")
+    with pytest.raises(tc.ToolchainError):
+        tc.CompileOptions((90,), mode="ptx")
+
+
+def test_kernel_tus_compile_device_code_only():
+    """A kernel's device TUs compile to fatbins (issue #15): every target's SASS and the PTX, and no
+    host pass (no cudafe++, no host compile of stubs); the launch table and the launcher are plain
+    host C++ with no gencode at all."""
+    from codegen.build import actions
+    dev = actions.compile_options([80, 90])
+    assert dev.mode == "fatbin" and dev.device_only
+    assert dev.flags()[:1 + len(tc.BASE_FLAGS)] == ["-fatbin", *tc.BASE_FLAGS]
+    assert " ".join(tc.gencode_flags((80, 90))) in " ".join(dev.flags())
+    host = actions.host_options([80, 90])
+    assert host.mode == "host" and not host.device_only
+    assert not any("gencode" in f or "arch" in f for f in host.flags())
+
+
+def test_fatbin_compile_runs_no_host_pass(tmp_path, nvcc):
+    """nvcc in the mode of a device TU runs no cudafe++ and no host compiler (its --dryrun plan);
+    the object compile (the old way) runs both. The fatbin holds the kernel (cuobjdump)."""
+    tu = tmp_path / "k.cu"
+    tu.write_text(HOST_CU)
+    def plan(mode):
+        argv = [str(nvcc), "--dryrun", "-c", *tc.CompileOptions((90,), mode=mode).flags(), str(tu), "-o",
+                str(tmp_path / "out")]
+        return subprocess.run(argv, capture_output=True, text=True, check=True).stderr
+    def host_compiles(text):   # the host compiler's runs other than preprocessing
+        return [x for x in text.splitlines() if re.match(r"#\$ (gcc|g\+\+|c\+\+) ", x) and " -E " not in x]
+    fat, obj = plan("fatbin"), plan("object")
+    assert "cudafe++" in obj and host_compiles(obj)
+    assert "cudafe++" not in fat and host_compiles(fat) == [], fat
+    assert "cicc" in fat and "ptxas" in fat and "fatbinary" in fat
+    res = tc.compile_object(tu, tmp_path / "k.fatbin", tc.CompileOptions((90,), mode="fatbin"), nvcc=nvcc, launcher=[])
+    assert res.argv[res.argv.index(str(nvcc)) + 1:][:2] == ["-c", "-fatbin"]
+    assert res.report["k"]["sm_90"]["registers"] > 0
+    assert (tmp_path / "k.fatbin").read_bytes()[:4] == bytes.fromhex("50ed55ba")   # fatbin magic

@@ -1,7 +1,8 @@
-"""exps_ctx's log2 of the row count, and the chunked launcher's scratch top-up (templates/gen_common.cuh exps_topup, issue #13): the
-wave it aims at, the EXPS_SCRATCH_MB knob, and its fallback to the caller's scratch when the
-allocation fails (CI has no GPU: cudaMallocAsync fails there, so the fallback path is the one run).
-The header's host-side code is compiled by nvcc into a small library and called through ctypes;
+"""exps_ctx's log2 of the row count (templates/gen_common.cuh), and the chunked launcher's scratch
+top-up (templates/exps_runtime.cpp exps_topup, issue #13): the wave it aims at, the EXPS_SCRATCH_MB
+knob, and its fallback to the caller's scratch when the allocation fails (CI has no GPU:
+cudaMallocAsync fails there, so the fallback path is the one run). The launcher's host code is
+compiled by nvcc into a small library (with a one-kernel launch table) and called through ctypes;
 bench/run.py's mirror (`topup_scratch`, used for the launch counts of docs/BENCHMARKS.md) is
 checked against it."""
 from __future__ import annotations
@@ -18,6 +19,9 @@ from require import require
 
 SRC = r'''
 #include "gen_common.cuh"
+#include "exps_runtime.cpp"
+static const exps_q_kernel tq[] = {{0, "k", 0}};
+const exps_desc exps_kernel = {"t", "0", "exps-codegen-id:0:00", 0, 1, 0, 0, 1u, tq, 0, 0, 0, 0};
 extern "C" unsigned lg(unsigned long long d) { return exps_log2_ceil(d); }
 extern "C" int last_error(void) { return (int)cudaGetLastError(); }
 extern "C" unsigned long long want(unsigned long long slots, unsigned long long all) {

@@ -7,8 +7,10 @@ and `link`, which places (or removes) the AIR's `.so`. For `doit emit`, `ir` run
 Build dir layout, per kernel key:
     <build>/<key>/ir.json        coverage: Q IR, covered expressions, skips (or the AIR's skip)
     <build>/<key>/tune.json      chosen chunking and the probes that chose it
-    <build>/<key>/src/*.cu       translation units (+ gen_common.cuh); manifest.json written last
-    <build>/<key>/obj/*.o        objects; objs.json written last (with the ptxas reports)
+    <build>/<key>/src/           device TUs (*.cu), the launch table (<key>_abi.cpp), and the common
+                                 files (gen_common.cuh, exps_abi.h, exps_runtime.cpp); manifest.json last
+    <build>/<key>/obj/           a fatbin per device TU, the table's and the launcher's objects;
+                                 objs.json written last (the objects to link, the ptxas reports)
     <build>/link/<rel>.json      link stamp of each placement (placed / skipped + reason)
 """
 from __future__ import annotations
@@ -29,7 +31,8 @@ from codegen.build.autotune import (MAX_PROBES, MAX_REGS, TuneResult, candidate_
                                      estimated_regs, first_probe, tune, tune_arch)
 from codegen.build.cache import ObjectCache, atomic_write
 from codegen.build.heartbeat import Heartbeat
-from codegen.emit import COMMON_HEADER, TEMPLATES, TU_OPS, KernelSource, render, render_probe, source_hash
+from codegen.emit import (COMMON_FILES, RUNTIME, TEMPLATES, TU_OPS, KernelSource, device_tus, render,
+                          render_probe, source_hash, tu_kernels)
 from codegen.coverage import CAP, EXPR_CAP, SLOTS_CAP, Coverage, cover, coverage_from_json, coverage_to_json
 from codegen.ir import KernelIR
 from codegen.model import ModelError, load_air
@@ -131,16 +134,23 @@ def load_coverage(ir_json: str) -> tuple[dict, Coverage]:
 
 # --------------------------------------------------------------------------------------- tune
 def compile_options(archs: list[int]) -> toolchain.CompileOptions:
-    return toolchain.CompileOptions(tuple(archs), extra_flags=HIDDEN)
+    """A device TU's compile: device code only, every target arch (`nvcc -c -fatbin`)."""
+    return toolchain.CompileOptions(tuple(archs), extra_flags=HIDDEN, mode="fatbin")
+
+
+def host_options(archs: list[int]) -> toolchain.CompileOptions:
+    """The launch table's and the launcher's compile (host C++; no device code)."""
+    return toolchain.CompileOptions(tuple(archs), extra_flags=HIDDEN, mode="host")
 
 
 def stage_sources(files: dict[str, str], src_dir: Path) -> list[Path]:
-    """Write TUs whose text changed (and the common header); returns their paths."""
+    """Write TUs whose text changed (and the common files: header, table types, launcher);
+    returns the TUs' paths."""
     src_dir.mkdir(parents=True, exist_ok=True)
-    hdr = src_dir / COMMON_HEADER
-    common = (TEMPLATES / COMMON_HEADER).read_bytes()
-    if not hdr.is_file() or hdr.read_bytes() != common:
-        atomic_write(hdr, common)
+    for name in COMMON_FILES:
+        dst, common = src_dir / name, (TEMPLATES / name).read_bytes()
+        if not dst.is_file() or dst.read_bytes() != common:
+            atomic_write(dst, common)
     out = []
     for name, text in sorted(files.items()):
         p = src_dir / name
@@ -164,6 +174,62 @@ def compile_tus(tus: list[Path], obj_dir: Path, opts: toolchain.CompileOptions, 
 
     with ThreadPoolExecutor(jobs) as ex:
         return dict(ex.map(one, tus))
+
+
+class KernelNameError(RuntimeError):
+    """A launch table names a kernel its device TU's fatbin does not hold (an emitter bug)."""
+
+
+def check_kernel_names(kernels: dict[str, list[str]], reports: dict[str, dict]) -> None:
+    """Every kernel a launch table names (emit.tu_kernels, in the manifest) is an entry function
+    ptxas compiled in its device TU, for every arch of the report; so a .so never fails to find a
+    kernel at run time. A TU whose report is empty (a launcher that drops nvcc's stderr) is not
+    checked."""
+    for tu, names in kernels.items():
+        rep = reports.get(tu) or {}
+        if not rep:
+            log.debug("no ptxas report for %s: its kernel names are not checked", tu)
+            continue
+        archs = {a for per_arch in rep.values() for a in per_arch}
+        for n in names:
+            got = set((rep.get(n) or {}).keys())
+            if not rep.get(n) or got != archs or not all(st.get("entry") for st in rep[n].values()):
+                raise KernelNameError(f"{tu}: the launch table names kernel {n}, which ptxas did not "
+                                      f"compile as an entry for {sorted(archs - got) or sorted(archs)}")
+
+
+def compile_kernel(src: Path, files: list[str], kernels: dict[str, list[str]], obj_dir: Path,
+                   archs: list[int], cache: ObjectCache, launcher: list[str] | None, jobs: int = 0,
+                   timeout_s: float | None = None) -> dict:
+    """Compile one kernel's sources (in `src`, as `stage_sources` wrote them) into what its `.so`
+    links: every device TU (`*.cu`) to a fatbin, device code only (`compile_options`; in
+    parallel); then its launch table (`<key>_abi.cpp`), which embeds those fatbins (device TU i as
+    `f<i>.fatbin`, `emit.device_tus` order), and the generic launcher (`RUNTIME`: the same text for
+    every kernel, so an object-cache hit after the first) as host objects. Returns {"objects":
+    [table, launcher], "reports": {device TU: ptxas report}, "hits": device TUs from the cache,
+    "host_hits": host objects from the cache}."""
+    tus = device_tus(files)
+    tables = [n for n in files if n.endswith(".cpp")]
+    if len(tables) != 1:
+        raise RuntimeError(f"{src}: expected one launch table among {sorted(files)}")
+    got = compile_tus([src / n for n in tus], obj_dir, compile_options(archs), cache, launcher, jobs, timeout_s)
+    reports = {n: got[n][1] for n in tus}
+    check_kernel_names(kernels, reports)
+    fatbins = {f"f{i}.fatbin": Path(got[n][0]) for i, n in enumerate(tus)}
+    host = host_options(archs)
+
+    def one(name: str, inputs: dict, launcher):
+        r = cache.compile_cached(src / name, obj_dir / (name.replace(".", "_") + ".o"), host,
+                                 include_dirs=[src], launcher=launcher, timeout_s=timeout_s, inputs=inputs)
+        return str(r.obj_path), r.hit
+
+    # the table never goes through a compiler launcher: a launcher keys what it sees (the text, the
+    # headers), not what `.incbin` reads, so it could hand back a table of older fatbins (ccache
+    # refuses `.incbin`; another might not). Our cache keys the fatbins; the compile takes ~10 ms.
+    with ThreadPoolExecutor(2) as ex:
+        table, runtime = ex.map(lambda a: one(*a), [(tables[0], fatbins, []), (RUNTIME, {}, launcher)])
+    return {"objects": [table[0], runtime[0]], "reports": reports, "hits": sum(1 for n in tus if got[n][2]),
+            "host_hits": int(table[1]) + int(runtime[1])}
 
 
 def chunk_stats(key: str, pl: Plan, reports: list[dict]) -> tuple[list[int], int]:
@@ -247,12 +313,13 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
         else:
             cache = ObjectCache()
             arch = tune_arch(archs)
-            opts = toolchain.CompileOptions((arch,), extra_flags=HIDDEN, device_only=True)
-            final = None      # (ops per chunk, TUs) of a first probe compiled as cc will
+            opts = toolchain.CompileOptions((arch,), extra_flags=HIDDEN, mode="cubin")
+            final = None      # (ops per chunk, device TU) of a first probe compiled as cc will
             if content is not None and settings is not None and archs == [arch] and len(q.ops) <= TU_OPS:
                 c0, sure = first_probe(q, candidate_plans(q, slots_cap)[0])
                 files = render(KernelSource(key, q, plan(q, c0), cov.exprs, source_hash(content, settings)))
-                final = (c0, files) if sure and len(files) == 1 else None
+                tus = device_tus(files)
+                final = (c0, {tus[0]: files[tus[0]]}) if sure and len(tus) == 1 else None
             n_probed = [0]
             with Heartbeat(f"tune {key} ({len(q.ops)} Q ops, sm_{arch})") as hb:
                 sampled: dict[int, list[int]] = {}
@@ -311,10 +378,11 @@ def act_emit(key: str, ir_json: str, tune_json: str, src_dir: str, manifest: str
             pl = ks.plan          # after the IR passes: what the .so runs (chunks, slots, scratch)
             stage_sources(files, src)
             doc.update({"files": {n: hashlib.sha256(x.encode()).hexdigest() for n, x in sorted(files.items())},
+                        "kernels": tu_kernels(ks),
                         "source_hash": sh, "plan": pl.summary(), "q_ops": len(ks.q.ops),
                         "q_ops_in": len(cov.q.ops), "max_live": max_live(ks.q),
                         "exprs": len(cov.exprs), "min_scratch": pl.min_scratch})
-            keep = set(files) | {COMMON_HEADER}
+            keep = set(files) | set(COMMON_FILES)
         else:
             keep = set()
         if src.is_dir():
@@ -356,16 +424,14 @@ def act_cc(key: str, manifest: str, obj_dir: str, out: str, archs: list[int], so
     doc: dict = {"format": FORMAT, "key": key, "skip": m["skip"], "objects": [], "reports": {}}
     try:
         if not m["skip"]:
-            src = Path(manifest).parent / "src"
-            tus = [src / n for n in m["files"]]
-            got = compile_tus(tus, Path(obj_dir), compile_options(archs), ObjectCache(), launcher,
-                              timeout_s=timeout_s)
-            doc["objects"] = [got[t.name][0] for t in tus]
-            doc["reports"] = {t.name: got[t.name][1] for t in tus}
-            doc["hits"] = sum(1 for t in tus if got[t.name][2])
+            got = compile_kernel(Path(manifest).parent / "src", list(m["files"]), m.get("kernels", {}),
+                                 Path(obj_dir), archs, ObjectCache(), launcher, timeout_s=timeout_s)
+            doc["objects"] = got["objects"]
+            doc["reports"] = got["reports"]
+            doc["hits"] = got["hits"]
             doc["spill_bytes"] = sum(toolchain.spill_bytes(r) for r in doc["reports"].values())
         _write_json(Path(out), doc)
-    except (toolchain.CompileError, OSError) as e:   # nvcc failed/crashed/timed out; disk full
+    except (toolchain.CompileError, KernelNameError, OSError) as e:   # nvcc failed/crashed/timed out; disk full
         log.error("compile of kernel %s (AIRs: %s) failed: %s", key, ", ".join(airs), _why(e))
         return False
     return True
@@ -413,7 +479,7 @@ def link_cached(objs: list[Path], so: Path, opts: toolchain.CompileOptions, laun
     cache = ObjectCache()
     digests = "\n".join(hashlib.sha256(Path(x).read_bytes()).hexdigest() for x in objs)
     key = cache.key("link\n" + digests, {}, toolchain.nvcc_version(toolchain.find_nvcc()).text,
-                    ["-shared", "-cudart", "static", *toolchain.gencode_flags(opts.archs)], toolchain.knobs().keyed_env)
+                    list(toolchain.LINK_FLAGS), toolchain.knobs().keyed_env)
     got = cache.get(key)
     if got is not None:
         so.parent.mkdir(parents=True, exist_ok=True)

@@ -137,7 +137,7 @@ def scratch_words(ir: KernelIR, pl: Plan) -> int:
 
 
 def wave_rows(pl: Plan, m: CostModel = CostModel()) -> int:
-    """Rows per wave of a chunked plan under the prover's scratch (templates/abi.cu.j2): as many
+    """Rows per wave of a chunked plan under the prover's scratch (templates/exps_runtime.cpp): as many
     256-row blocks as SCRATCH_WORDS holds at the plan's slots, at least one, at most ROWS."""
     if pl.total_slots == 0:
         return m.ROWS

@@ -31,7 +31,7 @@ from codegen.build.fsutil import atomic_write  # noqa: F401 (re-exported: cache.
 log = logging.getLogger(__name__)
 
 #: Bumped whenever the entry layout or the key recipe changes; part of every key.
-CACHE_FORMAT = "exps-objcache-1"
+CACHE_FORMAT = "exps-objcache-2"
 _MAGIC = f"EXPS-OBJCACHE {CACHE_FORMAT}\n".encode()
 _TMP_MAX_AGE_S = 3600.0
 _WARNED: set[tuple[str, int | None]] = set()   # (cache root, errno) already warned about
@@ -91,13 +91,16 @@ class ObjectCache:
     # -- keys -------------------------------------------------------------------------------
     @staticmethod
     def key(tu_text: str, header_texts: Mapping[str, str], nvcc_version_text: str,
-            flags: Sequence[str], env: Mapping[str, str]) -> str:
+            flags: Sequence[str], env: Mapping[str, str],
+            inputs: Mapping[str, bytes] | None = None) -> str:
         """sha256 over named parts (each logged at DEBUG). Flags keep their order (nvcc's
-        argv is positional: ``-Xptxas -v``); headers and env are sorted by name."""
+        argv is positional: ``-Xptxas -v``); headers, inputs (files the TU reads by name, such as
+        the fatbins a launch table embeds) and env are sorted by name."""
         parts = [
             ("format", CACHE_FORMAT),
             ("tu", tu_text),
             ("headers", json.dumps({n: _sha(t) for n, t in sorted(header_texts.items())})),
+            ("inputs", json.dumps({n: _sha(b) for n, b in sorted((inputs or {}).items())})),
             ("nvcc", nvcc_version_text),
             ("flags", json.dumps(list(flags))),
             ("env", json.dumps(dict(sorted(env.items())))),
@@ -111,12 +114,13 @@ class ObjectCache:
 
     def key_for(self, tu_path: Path, opts: _tc.CompileOptions, *,
                 include_dirs: Sequence[Path] = (), header_texts: Mapping[str, str] | None = None,
-                nvcc: Path | None = None) -> str:
+                nvcc: Path | None = None, inputs: Mapping[str, Path] | None = None) -> str:
         """The key of compiling ``tu_path`` with ``opts`` (headers scanned when not given)."""
         nvcc = nvcc or _tc.find_nvcc()
         headers = scan_headers(tu_path, include_dirs) if header_texts is None else header_texts
+        data = {n: Path(p).read_bytes() for n, p in (inputs or {}).items()}
         return self.key(Path(tu_path).read_text(), headers, _tc.nvcc_version(nvcc).text,
-                        opts.flags(), _tc.knobs().keyed_env)
+                        opts.flags(), _tc.knobs().keyed_env, data)
 
     # -- entries ----------------------------------------------------------------------------
     def path(self, key: str) -> Path:
@@ -207,12 +211,12 @@ class ObjectCache:
                        include_dirs: Sequence[Path] = (),
                        header_texts: Mapping[str, str] | None = None,
                        launcher: Sequence[str] | None = None, timeout_s: float | None = None,
-                       nvcc: Path | None = None) -> CachedCompile:
+                       nvcc: Path | None = None, inputs: Mapping[str, Path] | None = None) -> CachedCompile:
         """get -> (miss) :func:`toolchain.compile_object` -> put. A hit writes the cached object
         to ``out_obj`` atomically and returns the cached ptxas report without running nvcc."""
         nvcc = nvcc or _tc.find_nvcc()
         key = self.key_for(tu_path, opts, include_dirs=include_dirs,
-                           header_texts=header_texts, nvcc=nvcc)
+                           header_texts=header_texts, nvcc=nvcc, inputs=inputs)
         got = self.get(key)
         if got is not None:
             self.hits += 1
@@ -221,6 +225,6 @@ class ObjectCache:
             return CachedCompile(Path(out_obj), got[1], True, key, None)
         self.misses += 1
         res = _tc.compile_object(tu_path, out_obj, opts, include_dirs=include_dirs,
-                                 launcher=launcher, timeout_s=timeout_s, nvcc=nvcc)
+                                 launcher=launcher, timeout_s=timeout_s, nvcc=nvcc, inputs=inputs)
         self.put(key, Path(out_obj).read_bytes(), res.report)
         return CachedCompile(res.obj_path, res.report, False, key, res)

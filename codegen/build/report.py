@@ -16,7 +16,8 @@ report.json, format 1:
                                "ops_per_chunk": int},
                   "probes": [{"ops_per_chunk", "n_chunks", "slots", "regs": [int], "spills",
                               "cost": float | null, "estimated": bool}],
-                  "regs_per_chunk": [int], "spill_bytes": int, "tus": int, "cache_hits": int,
+                  "regs_per_chunk": [int], "spill_bytes": int,
+                  "tus": int (device TUs), "cache_hits": int (of them from the object cache),
                   "compiled": bool,
                   "stage_seconds": {"ir", "tune", "emit", "cc": float}, "skip": str}]}
 """
@@ -31,6 +32,7 @@ from pathlib import Path
 from codegen import EMITTER_VERSION
 from codegen.build.actions import _write_json, read_json
 from codegen.build.cache import atomic_write
+from codegen.emit import device_tus
 
 FORMAT = 1
 
@@ -80,7 +82,7 @@ def collect(s, rows: list[dict], seconds: dict[str, float] | None = None,
             "probes": tune.get("probes", []),
             "regs_per_chunk": regs_per_chunk(key, n_chunks, objs.get("reports", {})),
             "spill_bytes": int(objs.get("spill_bytes", 0) or 0),
-            "tus": len(man.get("files", {})), "cache_hits": int(objs.get("hits", 0) or 0),
+            "tus": len(device_tus(man.get("files", {}))), "cache_hits": int(objs.get("hits", 0) or 0),
             "compiled": bool(objs.get("objects")) and not objs.get("skip"),
             "stage_seconds": {b: round(seconds.get(f"{s.stage(b)}:{key}", 0.0), 3)
                               for b in ("ir", "tune", "emit", "cc")},

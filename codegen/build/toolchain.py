@@ -48,6 +48,14 @@ log = logging.getLogger(__name__)
 BASE_FLAGS: tuple[str, ...] = (
     "-O1", "-std=c++17", "-Xcompiler", "-fPIC", "-DGL64_PARTIALLY_REDUCED", "-Xptxas=-v",
 )
+#: Flags of a host-only compile (the launch table and the generic launcher, plain C++: nvcc just
+#: runs its host compiler on a `.cpp`); extra_flags follow.
+HOST_FLAGS: tuple[str, ...] = ("-O2", "-std=c++17", "-Xcompiler", "-fPIC")
+#: What a compile makes (CompileOptions.mode): `object` a host object with the device code
+#: embedded (`nvcc -c`, host pass included), `cubin` device code for one arch (an autotune probe),
+#: `fatbin` device code for every target (`nvcc -c -fatbin`: cicc + ptxas + fatbinary, no host
+#: preprocessing, no cudafe++, no host compile: issue #15), `host` a host object of a `.cpp`.
+MODES = ("object", "cubin", "fatbin", "host")
 #: The ``major`` arch spec: one arch per shipping GPU family, filtered by what nvcc supports.
 MAJOR_ARCHS: tuple[int, ...] = (80, 86, 89, 90, 100, 120)
 #: ``auto`` on a machine with no GPU (a build server): the H100/H200, plus the compute_90 PTX
@@ -274,30 +282,40 @@ def gencode_flags(archs: Iterable[int]) -> list[str]:
 
 @dataclasses.dataclass(frozen=True)
 class CompileOptions:
-    """Everything (besides the TU, headers, nvcc and keyed env) that decides an object's bytes."""
+    """Everything (besides the TU, headers, inputs, nvcc and keyed env) that decides an output's bytes."""
 
     archs: tuple[int, ...]
     extra_flags: tuple[str, ...] = ()
     maxrregcount: int | None = None
-    #: `nvcc -cubin` for one arch: device code only (cicc + ptxas, no host pass, no fatbinary);
-    #: what an autotune probe needs (the ptxas report), at about half the cost of `-c` on a small TU
-    device_only: bool = False
+    #: what the compile makes (MODES); `cubin` (an autotune probe: its ptxas report is all it
+    #: needs) targets exactly one arch
+    mode: str = "object"
 
     def __post_init__(self) -> None:
         if not self.archs:
             raise ToolchainError("CompileOptions needs at least one arch")
         if self.maxrregcount is not None and self.maxrregcount <= 0:
             raise ToolchainError(f"maxrregcount must be positive, got {self.maxrregcount}")
+        if self.mode not in MODES:
+            raise ToolchainError(f"compile mode {self.mode!r} is not one of {MODES}")
         object.__setattr__(self, "archs", tuple(sorted(set(int(a) for a in self.archs))))
-        if self.device_only and len(self.archs) != 1:
+        if self.mode == "cubin" and len(self.archs) != 1:
             raise ToolchainError("a device-only (-cubin) compile targets exactly one arch")
         object.__setattr__(self, "extra_flags", tuple(self.extra_flags))
 
+    @property
+    def device_only(self) -> bool:
+        """Device code only: no host pass (`cubin`, `fatbin`)."""
+        return self.mode in ("cubin", "fatbin")
+
     def flags(self) -> list[str]:
-        """The full ordered nvcc flag list (no ``-c``, ``-I``, input or output; ``-cubin`` and
-        ``-arch`` for a device-only compile)."""
-        if self.device_only:
+        """The full ordered nvcc flag list after ``-c`` (no ``-I``, input or output)."""
+        if self.mode == "host":
+            return [*HOST_FLAGS, *self.extra_flags]
+        if self.mode == "cubin":
             out = ["-cubin", *BASE_FLAGS, f"-arch=sm_{self.archs[0]}"]
+        elif self.mode == "fatbin":
+            out = ["-fatbin", *BASE_FLAGS, *gencode_flags(self.archs)]
         else:
             out = [*BASE_FLAGS, *gencode_flags(self.archs)]
         if self.maxrregcount is not None:
@@ -593,12 +611,19 @@ def _run_nvcc(what: str, argv: list[str], work: str, timeout_s: float | None,
 
 def compile_object(tu_path: Path, out_obj: Path, opts: CompileOptions, *,
                    include_dirs: Sequence[Path] = (), launcher: Sequence[str] | None = None,
-                   timeout_s: float | None = None, nvcc: Path | None = None) -> CompileResult:
-    """``nvcc -c`` one TU; publish ``out_obj`` atomically; return the parsed ptxas report.
+                   timeout_s: float | None = None, nvcc: Path | None = None,
+                   inputs: Mapping[str, Path] | None = None) -> CompileResult:
+    """``nvcc -c`` one TU (``opts.mode``: an object, ``-cubin``, ``-fatbin`` or a host object);
+    publish ``out_obj`` atomically; return the parsed ptxas report.
 
-    ``launcher`` None means :func:`launcher_from_env`; ``[]`` means none. Note: nvcc embeds its
-    pid-derived temp name (``tmpxft_<pid>_...cudafe1.cpp``) as the object's FILE symbol, so two
-    compiles of one TU differ in that string only; it is gone from the stripped ``.so``.
+    ``inputs`` (safe name -> file): further files the TU reads by a relative name (the launch
+    table's ``.incbin "f0.fatbin"``), shown in nvcc's work dir (its cwd) under that name; no
+    path of ours or the user's reaches the TU text. ``-c`` comes first in every mode (nvcc makes
+    what the mode says; ccache caches only what it sees ``-c`` in). ``launcher`` None means
+    :func:`launcher_from_env`; ``[]`` means none. Note: with the host pass (mode ``object``) nvcc
+    embeds its pid-derived temp name (``tmpxft_<pid>_...cudafe1.cpp``) as the object's FILE
+    symbol, so two compiles of one TU differ in that string only; it is gone from the stripped
+    ``.so``.
     """
     _check_guard(f"compiling {tu_path}")
     nvcc = nvcc or find_nvcc()
@@ -615,7 +640,12 @@ def compile_object(tu_path: Path, out_obj: Path, opts: CompileOptions, *,
             _mirror_dir(target, os.path.join(work, name), tu_name if name == "src" else None)
         real = {f"src/{tu_name}": str(tu_path), out_name: str(out_obj),
                 **{name: str(target) for target, name in links.items()}}
-        argv = [*launcher, str(nvcc), *([] if opts.device_only else ["-c"]), *opts.flags(),
+        for name, target in sorted((inputs or {}).items()):
+            if not _SAFE_COMPONENT.fullmatch(name) or name in (out_name, "src") or name.startswith(("inc", "-", ".")):
+                raise UnsafePathError(f"refusing the input name {name!r} (a plain file name of ours)")
+            _mirror_file(Path(target).resolve(), os.path.join(work, name))
+            real[name] = str(target)
+        argv = [*launcher, str(nvcc), "-c", *opts.flags(),
                 *(f"-I{links[Path(d).resolve()]}" for d in include_dirs),
                 f"src/{tu_name}", "-o", out_name]
         text, secs = _run_nvcc("nvcc compile", argv, work, timeout_s, out_name, real, tu_path)
@@ -625,10 +655,16 @@ def compile_object(tu_path: Path, out_obj: Path, opts: CompileOptions, *,
     return CompileResult(out_obj, parse_ptxas(text), text, argv, secs)
 
 
+#: `nvcc` flags of the link of a `.so`: the static CUDA runtime, stripped; no device link (the
+#: objects are host code: the kernels are fatbins their launch table embeds, loaded at run time).
+LINK_FLAGS: tuple[str, ...] = ("-shared", "-cudart", "static", "-nodlink", "-Xcompiler", "-fPIC", "-Xlinker", "-s")
+
+
 def link_shared(objs: Sequence[Path], out_so: Path, opts: CompileOptions, *,
                 launcher: Sequence[str] | None = None, timeout_s: float | None = None,
                 nvcc: Path | None = None) -> Path:
-    """``nvcc -shared`` the objects into ``out_so`` (static cudart, -fPIC, stripped), atomically.
+    """``nvcc -shared`` the objects into ``out_so`` (:data:`LINK_FLAGS`), atomically. ``opts``
+    is unused (the link makes no device code); kept for the callers' symmetry.
 
     On failure nothing is left at ``out_so`` (a stale library there is removed too, so a failed
     rebuild can never be mistaken for a current one).
@@ -651,8 +687,7 @@ def link_shared(objs: Sequence[Path], out_so: Path, opts: CompileOptions, *,
                 _mirror_file(o, os.path.join(work, rel))
                 names.append(rel)
                 real[rel] = str(o)
-            argv = [*launcher, str(nvcc), "-shared", "-cudart", "static", "-Xcompiler", "-fPIC",
-                    "-Xlinker", "-s", *gencode_flags(opts.archs), *names, "-o", out_name]
+            argv = [*launcher, str(nvcc), *LINK_FLAGS, *names, "-o", out_name]
             _run_nvcc("nvcc link", argv, work, timeout_s, out_name, real, None)
             out_so.parent.mkdir(parents=True, exist_ok=True)
             _atomic_write(out_so, Path(work, out_name).read_bytes())

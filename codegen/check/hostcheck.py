@@ -20,7 +20,7 @@ import numpy as np
 from codegen.check import reference
 from codegen import operands
 from codegen.build import knobs as _knobs
-from codegen.emit import COMMON_HEADER, TEMPLATES, ExprKernel, KernelSource, render
+from codegen.emit import COMMON_FILES, RUNTIME, TEMPLATES, ExprKernel, KernelSource, render
 from codegen.coverage import Coverage
 from codegen.model import StarkInfo
 from codegen.plan import Plan, plan
@@ -56,14 +56,14 @@ class HostBuildError(RuntimeError):
     pass
 
 
-HOST_FLAGS = ("-std=c++17", "-fPIC", "-Wall", "-Wextra", "-fvisibility=hidden")
+HOST_FLAGS = ("-std=c++17", "-fPIC", "-Wall", "-Wextra", "-fvisibility=hidden", "-DEXPS_HOSTCHECK")
 #: TUs with more generated lines than this compile at -O0: the host check tests semantics, not
 #: speed, and g++ -O1 on a 100,000-op straight-line function takes minutes (issue #15)
 O0_LINES = 20000
 
 
 def _host_object(cxx: str, src: Path, workdir: Path, header_digest: str) -> Path:
-    """One TU -> object, through a content cache (TU text, header, compiler identity, flags)."""
+    """One TU -> object, through a content cache (TU text, headers, compiler identity, flags)."""
     import hashlib
     text = src.read_bytes()
     opt = "-O0" if text.count(b"\n") > O0_LINES else "-O1"
@@ -73,7 +73,7 @@ def _host_object(cxx: str, src: Path, workdir: Path, header_digest: str) -> Path
                                       " ".join(flags).encode()])).hexdigest()
     root = _knobs.read().cache_dir or Path("~/.cache/exps-codegen").expanduser()
     cached = root / "host" / key[:2] / f"{key}.o"
-    obj = workdir / (src.stem + ".o")
+    obj = workdir / (src.name.replace(".", "_") + ".o")
     if cached.is_file():
         shutil.copyfile(cached, obj)
         return obj
@@ -103,14 +103,19 @@ def _cxx_identity(cxx: str) -> str:
 
 
 def build_host_library(files: dict[str, str], workdir: Path, cxx: str | None = None) -> Path:
-    """Write the TUs and compile them with g++ into one shared library: each TU on its own (in
-    parallel, one per core) through a content cache, then one link. Any warning fails."""
+    """Write a kernel's sources (`emit.render`: device TUs and launch table) and compile them with
+    g++ (`-DEXPS_HOSTCHECK`) into one shared library with the generic launcher (templates/
+    exps_runtime.cpp, which then calls the kernels' host forms): each TU on its own (in parallel,
+    one per core) through a content cache, then one link. Any warning fails."""
     from concurrent.futures import ThreadPoolExecutor
     import hashlib
     workdir.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(TEMPLATES / COMMON_HEADER, workdir / COMMON_HEADER)
-    header_digest = hashlib.sha256((TEMPLATES / COMMON_HEADER).read_bytes()).hexdigest()
-    srcs = []
+    h = hashlib.sha256()
+    for name in COMMON_FILES:
+        shutil.copyfile(TEMPLATES / name, workdir / name)
+        h.update(name.encode() + b"\0" + (TEMPLATES / name).read_bytes() + b"\0")
+    header_digest = h.hexdigest()
+    srcs = [workdir / RUNTIME]
     for name, text in files.items():
         (workdir / name).write_text(text)
         srcs.append(workdir / name)

@@ -1,0 +1,64 @@
+// exps-codegen: the launch table of one generated kernel, as its `<key>_abi.cpp` defines it and the
+// generic launcher (exps_runtime.cpp, the same text for every kernel) reads it. Plain data: no
+// CUDA header, so a kernel's table compiles in milliseconds (docs/ARCHITECTURE.md "Launch path").
+// C++ (the table and the launcher are compiled as C++; only the ABI functions are extern "C").
+#ifndef EXPS_ABI_H
+#define EXPS_ABI_H
+
+#include <stdint.h>
+
+struct StepsParams;   // the prover's (gen_common.cuh); the launcher only passes the pointer on
+
+// The host check's form of a kernel (the device TU compiled by g++: the rows of one launch, the
+// kernel's own arguments). 0 in a CUDA build.
+// Q chunk c: (P, q, scratch, wave, base, NExt, off_cm1, off_cm2, off_cm3, off_zi)
+typedef void (*exps_q_host)(const StepsParams*, uint64_t*, uint64_t*, uint64_t, uint64_t, uint64_t,
+                            uint64_t, uint64_t, uint64_t, uint64_t);
+// expression: (P, dest, N, destDomain, off_cm1, off_cm2, off_cm3, mode, scalar, stagePos, destDim, destExpr)
+typedef void (*exps_x_host)(const StepsParams*, uint64_t*, uint64_t, uint64_t, uint64_t, uint64_t,
+                            uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, unsigned);
+
+// One Q chunk kernel, in launch order.
+struct exps_q_kernel {
+    unsigned lib;            // its device TU: index into exps_desc::fatbins
+    const char* name;        // its symbol in that fatbin (the mangled name of <key>_q_c<c>_k)
+    exps_q_host host;
+};
+
+// One trace-domain expression kernel; exps_desc::x is sorted by exp_id.
+struct exps_x_kernel {
+    uint64_t exp_id;
+    unsigned lib;
+    const char* name;        // the mangled name of <key>_x_e<expId>_k
+    exps_x_host host;
+};
+
+struct exps_desc {
+    const char* key;                     // the kernel key (error messages)
+    const char* version;                 // exps_emitter_version()
+    const char* id;                      // "exps-codegen-id:<version>:<source hash>"
+    unsigned hash_offset;                // exps_source_hash() = id + hash_offset
+    uint64_t n_chunks;                   // Q chunk kernels (1: a single kernel over every row)
+    uint64_t total_slots;                // scratch slots of a wave (0: no value crosses a cut)
+    uint64_t min_scratch;                // exps_min_scratch()
+    unsigned single_shape;               // single kernel: rows per thread; 0: grid-stride (bench only)
+    const exps_q_kernel* q;              // n_chunks entries
+    uint64_t n_x;
+    const exps_x_kernel* x;              // n_x entries, by exp_id (0 when none)
+    unsigned n_libs;                     // device TUs
+    const unsigned char* const* fatbins; // n_libs fatbins (0 in the host check)
+};
+
+extern const exps_desc exps_kernel __attribute__((visibility("hidden")));
+
+// The single Q kernel's launch shape: one row per thread, unless a bench A/B (bench/sweep.py
+// VARIANTS) defined one of the template's macros before every file of the kernel.
+#if defined(EXPS_SINGLE_GRID_STRIDE)
+#define EXPS_SINGLE_SHAPE 0u
+#elif defined(EXPS_SINGLE_ROWS)
+#define EXPS_SINGLE_SHAPE ((unsigned)(EXPS_SINGLE_ROWS))
+#else
+#define EXPS_SINGLE_SHAPE 1u
+#endif
+
+#endif  // EXPS_ABI_H
