@@ -5,7 +5,8 @@ skips the test with a reason when `what` is missing -- unless `what` is listed i
 variable `EXPS_REQUIRE` (comma separated, e.g. `EXPS_REQUIRE=nvcc,pk,ccache,binutils`, as .ci/run
 sets it), in which case the test FAILS: in CI a missing tool or proving key is an error, never a
 quiet skip. Names: nvcc, pk (../shared/pk), ccache, binutils (nm, readelf), gxx (g++),
-chromium (the report page's browser test).
+chromium (the report page's browser test), cuobjdump (SASS checks; the CUDA toolkit's, or PyPI's
+nvidia-cuda-cuobjdump on PATH).
 
 `pk_params(items)` is for tests parametrized over the real AIRs of ../shared/pk: without the key
 it yields one placeholder parameter that requires "pk" (a visible skip, or a failure under
@@ -22,7 +23,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PK = ROOT.parent / "shared" / "pk"
 
-KNOWN = ("nvcc", "pk", "ccache", "binutils", "gxx", "chromium")
+KNOWN = ("nvcc", "pk", "ccache", "binutils", "gxx", "chromium", "cuobjdump")
 
 
 def required() -> frozenset[str]:
@@ -34,8 +35,26 @@ def required() -> frozenset[str]:
     return names
 
 
+def cuobjdump() -> str | None:
+    """cuobjdump on PATH, else beside the real nvcc (a toolkit's bin/), else None."""
+    hit = shutil.which("cuobjdump")
+    if hit:
+        return hit
+    nvcc = os.environ.get("EXPS_NVCC") or shutil.which("nvcc")
+    if nvcc:
+        real = Path(shutil.which(nvcc) or nvcc).resolve()
+        # /usr/local/bin/nvcc may be a wrapper script: look in the CUDA dirs it is likely to exec
+        for d in (real.parent, Path("/usr/local/cuda/bin"), *sorted(Path("/usr/local").glob("cuda-*/bin"))):
+            cand = d / "cuobjdump"
+            if os.access(cand, os.X_OK) and cand.is_file():
+                return str(cand)
+    return None
+
+
 def missing(what: str) -> str:
     """'' when `what` is available here, else why not."""
+    if what == "cuobjdump":
+        return "" if cuobjdump() else "cuobjdump not on PATH nor beside nvcc (pip install nvidia-cuda-cuobjdump)"
     if what == "nvcc":
         return "" if shutil.which("nvcc") or os.environ.get("EXPS_NVCC") else "nvcc not on PATH (nor EXPS_NVCC)"
     if what == "pk":

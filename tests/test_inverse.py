@@ -18,7 +18,7 @@ from codegen.build import toolchain as tc
 from codegen.check import gl64
 from codegen.check.hostcheck import EDGE, raw_words
 from codegen.emit import COMMON_HEADER, TEMPLATES
-from require import require
+from require import cuobjdump as cuobjdump_path, require
 
 #: a TU in the shape of templates/exprs.cu.j2's kernels: stores of a dim-1 value, a dim-3 value and
 #: a dim-3 denominator of a dim-1 numerator, plus one out-of-line gl_mul as the unit of size
@@ -73,7 +73,8 @@ def test_device_inverses_are_out_of_line_and_rolled(tmp_path: Path) -> None:
     ratio = len(bodies[inv[0]]) / len(bodies[mul[0]])
     assert 9 < ratio < 40, f"gl_inv is {ratio:.1f} gl_mul long (unrolled: ~90)"
     # ptxas keeps the call (it copies the callee into each kernel, but does not inline it)
-    cuobjdump = shutil.which("cuobjdump") or str(nvcc.parent / "cuobjdump")
+    require("cuobjdump")
+    cuobjdump = cuobjdump_path()
     sass = subprocess.run([cuobjdump, "-sass", "inv.cubin"], cwd=tmp_path, check=True,
                           capture_output=True, text=True, timeout=120).stdout
     per_fn = dict(re.findall(r"Function : (\w+)\n(.*?)(?=\n\s*Function : |\Z)", sass, re.S))

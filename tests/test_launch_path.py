@@ -26,6 +26,7 @@ from codegen.discover import discover
 from codegen.emit import KernelSource, device_tus, render, tu_kernels
 from codegen.model import load_air
 from codegen.plan import plan
+from require import cuobjdump as cuobjdump_path, require
 
 pytestmark = pytest.mark.requires("nvcc", "binutils")
 
@@ -69,7 +70,8 @@ def test_every_kernel_of_the_table_is_in_the_fatbins(built) -> None:
     """cuobjdump finds the fatbins in the .so and they hold exactly the kernels the table names,
     under the names it looks them up by (emit.kernel_symbol's mangling)."""
     so, ks, kernels = built
-    cuobjdump = shutil.which("cuobjdump") or str(toolchain.find_nvcc().parent / "cuobjdump")
+    require("cuobjdump")
+    cuobjdump = cuobjdump_path()
     sass = subprocess.run([cuobjdump, "-sass", str(so)], capture_output=True, text=True, check=True).stdout
     names = re.findall(r"Function : (\S+)", sass)
     assert sorted(names) == sorted(n for ns in kernels.values() for n in ns)
