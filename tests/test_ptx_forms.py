@@ -1,28 +1,20 @@
 """The device field ops of templates/gen_common.cuh (inline PTX, compiled only for the GPU) run
 through codegen.check.ptxsim and compared word for word with the oracle (codegen.check.gl64) on
-every ordered pair of edge values and on mixed words: without a GPU, CI still checks the very PTX
+every ordered pair of bench/fieldops.py's edge values and on its mix of words (the inputs the GPU
+check uses): without a GPU, CI still checks the very PTX
 text the kernels carry (ptxas is left to the GPU check, bench/fieldops.py)."""
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from bench.fieldops import EDGE, random_words
 from codegen.check import gl64, ptxsim
-from codegen.check.gl64 import EPS, P
+from codegen.check.gl64 import EPS
 
 HEADER = Path(__file__).resolve().parent.parent / "templates" / "gen_common.cuh"
-M64 = (1 << 64) - 1
-EDGE = sorted({
-    0, 1, 2, 3, 4, 5, 7, 8, 255, 256, 65535, 65536,
-    EPS - 2, EPS - 1, EPS, EPS + 1, EPS + 2, (1 << 32) + 1, 2 * EPS, 1 << 33, (1 << 33) + 1,
-    (1 << 63) - 1, 1 << 63, (1 << 63) + 1,
-    P - EPS, P - 3, P - 2, P - 1, P, P + 1, P + 2, P + 3, (2 * P) & M64,
-    M64 - 2, M64 - 1, M64,
-    0x00000001FFFFFFFF, 0x80000000FFFFFFFF, 0xFFFFFFFF7FFFFFFF, 0x80000000, 0xFFFFFFFE00000000,
-    0x7FFFFFFF80000000, 0xFFFFFFFEFFFFFFFE, 0xFFFFFFFF00000000, 0xFFFFFFFF,
-})
 #: the opaque constants the device forms take (exps_k1() = 1, KE = 0 - K1)
 CONSTS = {"K1": 1, "KE": EPS, "exps_k1()": 1}
 OPS = {"gl_add": gl64.s_add, "gl_sub": gl64.s_sub, "gl_mul": gl64.s_mul}
@@ -38,23 +30,6 @@ def device(func: str):
     return lambda a, b: ptxsim.run(own, {"a": a, "b": b, **CONSTS})
 
 
-def mixed(rng: random.Random, n: int) -> list[int]:
-    out = []
-    for _ in range(n):
-        k = rng.random()
-        if k < 0.3:
-            out.append(rng.getrandbits(64))
-        elif k < 0.5:
-            out.append((rng.choice(EDGE) + rng.randint(-3, 3)) & M64)
-        elif k < 0.7:
-            out.append(rng.randint(0, 1000))
-        elif k < 0.8:
-            out.append(rng.randint(0, 1))
-        else:
-            out.append((rng.getrandbits(32) << 32) | rng.choice([0, 1, EPS]))
-    return out
-
-
 @pytest.mark.parametrize("func", sorted(OPS))
 def test_device_form_equals_the_oracle_on_every_edge_pair(func: str) -> None:
     got, want = device(func), OPS[func]
@@ -65,8 +40,8 @@ def test_device_form_equals_the_oracle_on_every_edge_pair(func: str) -> None:
 @pytest.mark.parametrize("func", sorted(OPS))
 def test_device_form_equals_the_oracle_on_mixed_words(func: str) -> None:
     got = device(func)
-    rng = random.Random(20261201 + len(func))
-    xs, ys = mixed(rng, 3000), mixed(rng, 3000)
+    rng = np.random.default_rng(20261201 + len(func))
+    xs, ys = (random_words(rng, 3000).tolist() for _ in range(2))
     for a, b in zip(xs, ys):
         assert got(a, b) == OPS[func](a, b), (func, a, b)
 

@@ -125,7 +125,6 @@ def run(asm: Asm, values: dict[str, int]) -> int:
     """Run `asm` with its inputs bound by C expression name (e.g. {"a": .., "b": .., "K1": 1});
     returns the value of output %0."""
     st = _State()
-    bits_of = {}
     for k, expr in enumerate(asm.inputs, start=len(asm.outputs)):
         if expr not in values:
             raise PtxError(f"{asm.func}: no value for input %{k} ({expr})")
@@ -141,7 +140,6 @@ def run(asm: Asm, values: dict[str, int]) -> int:
             w = 64 if d.group(1).endswith("64") else 32
             for name in d.group(2).split(","):
                 st.regs[name.strip()] = (w, 0)
-                bits_of[name.strip()] = w
             continue
         _exec(asm.func, line, st)
     return st.regs["%0"][1]
@@ -221,7 +219,7 @@ def _exec(func: str, line: str, st: _State) -> None:
             s = full + add
             if base == "madc":
                 s += _read_cf(st, "add", func, line)
-            res, out_w = s & M64, 64
+            res = s & M64
             if cc:
                 raise PtxError(f"{func}: unsupported instruction {op!r} in {line!r}")
             _set(st, dst, res, func, line)
