@@ -42,6 +42,7 @@ struct exps_desc {
     uint64_t total_slots;                // scratch slots of a wave (0: no value crosses a cut)
     uint64_t min_scratch;                // exps_min_scratch()
     unsigned single_shape;               // single kernel: rows per thread; 0: grid-stride (bench only)
+    unsigned inv_rows;                   // rows per thread of an inverse-mode expression launch
     const exps_q_kernel* q;              // n_chunks entries
     uint64_t n_x;
     const exps_x_kernel* x;              // n_x entries, by exp_id (0 when none)
@@ -59,6 +60,13 @@ extern const exps_desc exps_kernel __attribute__((visibility("hidden")));
 #define EXPS_SINGLE_SHAPE ((unsigned)(EXPS_SINGLE_ROWS))
 #else
 #define EXPS_SINGLE_SHAPE 1u
+#endif
+
+// Rows per thread of the inverse modes' expression launches (gen_common.cuh's batched inverses;
+// the same default there). A bench A/B defines it before every file of the kernel; a grid sized
+// for another value still computes every row (the kernels stride over the grid).
+#ifndef EXPS_INV_ROWS
+#define EXPS_INV_ROWS 8
 #endif
 
 #endif  // EXPS_ABI_H

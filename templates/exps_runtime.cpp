@@ -325,9 +325,10 @@ EXPS_EXPORT int exps_expr_covered(unsigned long long expId) { return find_expr(e
 
 // The prover ignores the return value of a covered expression: every call it can make is
 // computed. It never passes another mode or a destDim other than 1 / 3 (dest.dim is a max of
-// param dims); N == 0 has no row to write (the interpreter writes none either). One row per
-// thread over ceil(N / 256) blocks. Returns 1 when launched; 0 for a call no prover makes, an
-// expId not covered, or a launch that failed (said on stderr).
+// param dims); N == 0 has no row to write (the interpreter writes none either). WRITE: one row
+// per thread over ceil(N / 256) blocks; MUL_INV / WRITE_INV: EXPS_INV_ROWS rows per thread (they
+// share one field inverse). Returns 1 when launched; 0 for a call no prover makes, an expId not
+// covered, or a launch that failed (said on stderr).
 EXPS_EXPORT int exps_launch_expr(unsigned long long expId, StepsParams* P, uint64_t* dest, unsigned long long N,
                                  unsigned long long destDomain, unsigned long long off_cm1,
                                  unsigned long long off_cm2, unsigned long long off_cm3,
@@ -342,7 +343,8 @@ EXPS_EXPORT int exps_launch_expr(unsigned long long expId, StepsParams* P, uint6
     const Loaded* l = load();
     if (!l) return 0;
     XArgs a = {P, dest, N, destDomain, off_cm1, off_cm2, off_cm3, mode, scalar, stagePos, destDim, destExpr};
-    return launch_x(l, x, (N + 255) / 256, a, stream);   // N <= 2^39 rows: < 2^31 blocks
+    const uint64_t rows = 256ull * (mode == 0 || D.inv_rows < 1 ? 1u : D.inv_rows);   // per block
+    return launch_x(l, x, (N + rows - 1) / rows, a, stream);   // N <= 2^39 rows: < 2^31 blocks
 }
 
 // Identity of this kernel; `exps-codegen status` reads it from the .so to tell current from stale.

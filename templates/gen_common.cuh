@@ -274,7 +274,9 @@ EXPS_HD gl3 gl3_mul(gl3 a, gl3 b) {
                     gl_sub(R2, G));
 }
 
-EXPS_HD_OUTLINE gl3 gl3_inv(gl3 a) {
+// gl3_inv's work before its base inverse: the norm t and the three numerators (spec §1.2, the same
+// op order), so that a batch of rows can share one base inverse (exps_x_thread below).
+EXPS_HD void gl3_inv_parts(gl3 a, uint64_t* t_out, uint64_t* r) {
     uint64_t aa = gl_mul(a.v0, a.v0), ac = gl_mul(a.v0, a.v2), ba = gl_mul(a.v1, a.v0);
     uint64_t bb = gl_mul(a.v1, a.v1), bc = gl_mul(a.v1, a.v2), cc = gl_mul(a.v2, a.v2);
     uint64_t aaa = gl_mul(aa, a.v0), aac = gl_mul(aa, a.v2), abc = gl_mul(ba, a.v2);
@@ -283,11 +285,17 @@ EXPS_HD_OUTLINE gl3 gl3_inv(gl3 a) {
     uint64_t t = gl_add(abc, abc);
     t = gl_add(t, abc); t = gl_add(t, abb); t = gl_sub(t, aaa); t = gl_sub(t, aac); t = gl_sub(t, aac);
     t = gl_sub(t, acc); t = gl_sub(t, bbb); t = gl_add(t, bcc); t = gl_sub(t, ccc);
-    uint64_t ti = gl_inv(t);
-    uint64_t r0 = gl_sub(gl_sub(gl_sub(gl_sub(gl_add(bc, bb), aa), ac), ac), cc);
-    uint64_t r1 = gl_sub(ba, cc);
-    uint64_t r2 = gl_sub(gl_add(ac, cc), bb);
-    return gl3_make(gl_mul(r0, ti), gl_mul(r1, ti), gl_mul(r2, ti));
+    *t_out = t;
+    r[0] = gl_sub(gl_sub(gl_sub(gl_sub(gl_add(bc, bb), aa), ac), ac), cc);
+    r[1] = gl_sub(ba, cc);
+    r[2] = gl_sub(gl_add(ac, cc), bb);
+}
+
+EXPS_HD_OUTLINE gl3 gl3_inv(gl3 a) {
+    uint64_t t, r[3];
+    gl3_inv_parts(a, &t, r);
+    const uint64_t ti = gl_inv(t);
+    return gl3_make(gl_mul(r[0], ti), gl_mul(r[1], ti), gl_mul(r[2], ti));
 }
 
 // ------------------------------------------------------------------------- evaluation context
@@ -359,22 +367,13 @@ EXPS_HD uint64_t* exps_dest_at(uint64_t* dest, uint64_t row, uint64_t i, uint64_
     return destExpr ? dest + row * destDim + i : dest + (stagePos + i) * destDomain + row;
 }
 
-// Store one row of an expression value per spec §4.3. `num1`: this expression is the denominator
-// of a hint whose numerator is dim 1, so MUL_INV of a dim-3 value computes u_i * dest0 as the
-// interpreter does (not mul33((dest0, 0, 0), u)).
-EXPS_HD void exps_store(uint64_t* dest, uint64_t row, gl3 v, int vdim, int num1, uint64_t mode,
-                        uint64_t scalar, uint64_t destDomain, uint64_t stagePos, uint64_t destDim,
-                        unsigned destExpr) {
+// The inverse modes' store of one row, u = v^-1 (spec §4.3). `num1`: this expression is the
+// denominator of a hint whose numerator is dim 1, so MUL_INV of a dim-3 value computes u_i * dest0
+// as the interpreter does (not mul33((dest0, 0, 0), u)).
+EXPS_HD void exps_store_inverse(uint64_t* dest, uint64_t row, gl3 u, int vdim, int num1, uint64_t mode,
+                                uint64_t scalar, uint64_t destDomain, uint64_t stagePos, uint64_t destDim,
+                                unsigned destExpr) {
 #define EXPS_AT(i) (*exps_dest_at(dest, row, (i), destDomain, stagePos, destDim, destExpr))
-    if (mode == EXPS_WRITE) {
-        EXPS_AT(0) = v.v0;
-        if (destDim == 3) {
-            EXPS_AT(1) = vdim == 3 ? v.v1 : 0;
-            EXPS_AT(2) = vdim == 3 ? v.v2 : 0;
-        }
-        return;
-    }
-    gl3 u = vdim == 3 ? gl3_inv(v) : gl3_make(gl_inv(v.v0), 0, 0);
     if (mode == EXPS_MUL_INV) {
         if (destDim == 1) {
             EXPS_AT(0) = gl_mul(EXPS_AT(0), u.v0);
@@ -392,7 +391,101 @@ EXPS_HD void exps_store(uint64_t* dest, uint64_t row, gl3 v, int vdim, int num1,
     }
     gl3 r = gl3_mul31(u, scalar);
     EXPS_AT(0) = r.v0; EXPS_AT(1) = r.v1; EXPS_AT(2) = r.v2;
+}
+
+// Store one row of an expression value per spec §4.3, one inverse per row (the reference form of
+// exps_x_thread's batched inverses; tests/test_inverse.py).
+EXPS_HD void exps_store(uint64_t* dest, uint64_t row, gl3 v, int vdim, int num1, uint64_t mode,
+                        uint64_t scalar, uint64_t destDomain, uint64_t stagePos, uint64_t destDim,
+                        unsigned destExpr) {
+    if (mode == EXPS_WRITE) {
+        EXPS_AT(0) = v.v0;
+        if (destDim == 3) {
+            EXPS_AT(1) = vdim == 3 ? v.v1 : 0;
+            EXPS_AT(2) = vdim == 3 ? v.v2 : 0;
+        }
+        return;
+    }
+    gl3 u = vdim == 3 ? gl3_inv(v) : gl3_make(gl_inv(v.v0), 0, 0);
+    exps_store_inverse(dest, row, u, vdim, num1, mode, scalar, destDomain, stagePos, destDim, destExpr);
 #undef EXPS_AT
+}
+
+// ------------------------------------------------------------------------- batched inverses
+// An inverse-mode launch (MUL_INV, WRITE_INV) inverts one value per row: ~90 multiplications, four
+// fifths of them gl_inv's addition chain. A thread of such a launch takes EXPS_INV_ROWS rows and
+// inverts their norms t_j (the dim-1 value itself, or gl3_inv's t) with ONE chain (Montgomery's
+// trick: prefix products c_j, one gl_inv, two multiplications back per row), ~25 multiplications
+// a row at 8 rows. The words are still gl_inv's: every field value >= EPS has a single u64
+// encoding (v + p >= 2^64), so when the batch's canon(t_j^-1) >= EPS it IS the word gl_inv(t_j)
+// returns; below EPS (t = 1 or p + 1, t = 0 or p entered into the product as 1, ...: ~2^-32 for
+// random values, more often for selectors) that row runs gl_inv(t_j) itself.
+#ifndef EXPS_INV_ROWS
+#define EXPS_INV_ROWS 8        // the launcher sizes its grid with exps_abi.h's EXPS_INV_ROWS (same default)
+#endif
+
+struct ExpsInvRows {
+    uint64_t t[EXPS_INV_ROWS];         // the norms
+    uint64_t c[EXPS_INV_ROWS];         // c_j = prod_{i <= j} (t_i, or 1 where t_i = 0)
+    uint64_t r[EXPS_INV_ROWS][3];      // dim 3: gl3_inv's numerators
+};
+
+EXPS_HD uint64_t exps_nonzero(uint64_t t) { return gl_canon(t) == 0 ? 1 : t; }
+
+EXPS_HD void exps_inv_put(ExpsInvRows& B, unsigned j, gl3 v, int vdim) {
+    uint64_t t = v.v0;
+    if (vdim == 3) gl3_inv_parts(v, &t, B.r[j]);
+    B.t[j] = t;
+    B.c[j] = j ? gl_mul(B.c[j - 1], exps_nonzero(t)) : exps_nonzero(t);
+}
+
+// Rows row0 + 256 j, j < n, of the batch B: their inverses, then their stores.
+EXPS_HD void exps_inv_finish(ExpsInvRows& B, unsigned n, uint64_t* dest, uint64_t row0, int vdim, int num1,
+                             uint64_t mode, uint64_t scalar, uint64_t destDomain, uint64_t stagePos,
+                             uint64_t destDim, unsigned destExpr) {
+    uint64_t inv = gl_inv(B.c[n - 1]);                 // (c_{n-1})^-1
+#ifdef __CUDA_ARCH__
+#pragma unroll 1
+#endif
+    for (unsigned j = n; j-- > 0;) {                   // inv = (c_j)^-1 here
+        uint64_t ti = gl_canon(j ? gl_mul(inv, B.c[j - 1]) : inv);
+        if (j) inv = gl_mul(inv, exps_nonzero(B.t[j]));
+        if (ti < EXPS_EPS) ti = gl_inv(B.t[j]);        // a value with two encodings: the chain's word
+        const gl3 u = vdim == 3 ? gl3_make(gl_mul(B.r[j][0], ti), gl_mul(B.r[j][1], ti), gl_mul(B.r[j][2], ti))
+                                : gl3_make(ti, 0, 0);
+        exps_store_inverse(dest, row0 + 256 * (uint64_t)j, u, vdim, num1, mode, scalar, destDomain, stagePos,
+                           destDim, destExpr);
+    }
+}
+
+// One thread's rows of an expression launch (exprs.cu.j2), F the expression's row function. Thread
+// tx of block blk: WRITE, row blk * 256 + tx; the inverse modes, the EXPS_INV_ROWS rows tx + 256 j
+// of batch blk of 256 * EXPS_INV_ROWS rows; both a grid stride apart while rows remain, so every
+// grid computes every row (the host check runs one block). One call of F, for every mode.
+template <gl3 (*F)(const ExpsCtx&, uint64_t)>
+EXPS_HD void exps_x_thread(const ExpsCtx& X, uint64_t blk, uint64_t nblk, unsigned tx, uint64_t* dest,
+                           uint64_t N, int vdim, int num1, uint64_t mode, uint64_t scalar,
+                           uint64_t destDomain, uint64_t stagePos, uint64_t destDim, unsigned destExpr) {
+    const unsigned R = mode == EXPS_WRITE ? 1u : (unsigned)EXPS_INV_ROWS;
+    const uint64_t span = 256ull * R;
+    ExpsInvRows B;
+    for (uint64_t b0 = blk * span + tx; b0 < N; b0 += nblk * span) {
+        unsigned n = 0;
+#ifdef __CUDA_ARCH__
+#pragma unroll 1
+#endif
+        for (unsigned j = 0; j < R; ++j) {
+            const uint64_t row = b0 + 256 * (uint64_t)j;
+            if (row >= N) break;
+            const gl3 v = F(X, row);
+            if (mode == EXPS_WRITE) exps_store(dest, row, v, vdim, num1, EXPS_WRITE, scalar, destDomain,
+                                               stagePos, destDim, destExpr);
+            else exps_inv_put(B, j, v, vdim);
+            n = j + 1;
+        }
+        if (mode != EXPS_WRITE)
+            exps_inv_finish(B, n, dest, b0, vdim, num1, mode, scalar, destDomain, stagePos, destDim, destExpr);
+    }
 }
 
 #endif  // EXPS_GEN_COMMON_CUH

@@ -332,15 +332,15 @@ def test_flipped_num1_is_detected() -> None:
 
 
 def test_flipped_num1_in_rendered_text_is_detected() -> None:
-    """The same mutation made in the rendered text (`exps_store(..., vdim, num1, ...)`)."""
+    """The same mutation made in the rendered text (`exps_x_thread<f>(..., N, vdim, num1, ...)`)."""
     p, si, cov, si_json, ei_json = _medium()
     ks = hostcheck.kernel_source(p.key, cov)
     files = render(ks)
     [name] = [k for k in files if "_x" in k]
     one = [x for x in cov.exprs if x.num1][0].ir.exp_id
-    call = f"exps_store(dest, row, {p.key}_x_e{one}(X, row), 3, 1, mode,"
-    assert files[name].count(call) == 2          # device kernel and host loop
-    res = _check_text({**files, name: files[name].replace(call, call.replace(", 3, 1, ", ", 3, 0, "))},
+    call = re.compile(rf"(exps_x_thread<{p.key}_x_e{one}>\(X, [^;]*?dest, N, 3, )1,")
+    assert len(call.findall(files[name])) == 2          # device kernel and host loop
+    res = _check_text({**files, name: call.sub(r"\g<1>0,", files[name])},
                       si, si_json, ei_json, ks)
     assert sorted(m.split(":")[0] for m in res.mismatches) == [f"expr {one} MUL_INV destDim 3 col",
                                                                f"expr {one} MUL_INV destDim 3 expr"]

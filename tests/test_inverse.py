@@ -16,12 +16,13 @@ import numpy as np
 
 from codegen.build import toolchain as tc
 from codegen.check import gl64
-from codegen.check.hostcheck import EDGE, raw_words
+from codegen.check.hostcheck import EDGE, EPS, P, raw_words
 from codegen.emit import COMMON_HEADER, TEMPLATES
 from require import cuobjdump as cuobjdump_path, require
 
-#: a TU in the shape of templates/exprs.cu.j2's kernels: stores of a dim-1 value, a dim-3 value and
-#: a dim-3 denominator of a dim-1 numerator, plus one out-of-line gl_mul as the unit of size
+#: a TU of stores as templates/exprs.cu.j2's kernels make them: one inverse per row (exps_store) of a
+#: dim-1 value, a dim-3 value and a dim-3 denominator of a dim-1 numerator, the batched inverses of
+#: exps_x_thread (the kernels' form), plus one out-of-line gl_mul as the unit of size
 DEVICE_TU = """#include "gen_common.cuh"
 #define STORE_KERNEL(name, vdim, num1)                                                          \\
 __global__ void name(uint64_t* dest, uint64_t N, uint64_t mode, uint64_t scalar, uint64_t destDim, \\
@@ -33,10 +34,16 @@ __global__ void name(uint64_t* dest, uint64_t N, uint64_t mode, uint64_t scalar,
 STORE_KERNEL(store_v1, 1, 0)
 STORE_KERNEL(store_v3, 3, 0)
 STORE_KERNEL(store_v3_num1, 3, 1)
+EXPS_HD gl3 row3(const ExpsCtx& X, uint64_t row) { return gl3_make(X.cm[1][row], X.cm[1][X.D + row], X.cm[1][2 * X.D + row]); }
+__global__ void thread_v3(const StepsParams* P, uint64_t* dest, uint64_t N, uint64_t mode, uint64_t scalar,
+                          uint64_t destDim, unsigned destExpr) {              /* the batched form */
+    const ExpsCtx X = exps_ctx(P, N, 0, 0, 0, 0, 0);
+    exps_x_thread<row3>(X, blockIdx.x, gridDim.x, threadIdx.x, dest, N, 3, 0, mode, scalar, N, 0, destDim, destExpr);
+}
 static __device__ __noinline__ uint64_t one_mul(uint64_t a, uint64_t b) { return gl_mul(a, b); }
 __global__ void mul_k(uint64_t* d) { d[0] = one_mul(d[1], d[2]); }
 """
-KERNELS = ("store_v1", "store_v3", "store_v3_num1")
+KERNELS = ("store_v1", "store_v3", "store_v3_num1", "thread_v3")
 
 
 def _func_bodies(ptx: str) -> dict[str, list[str]]:
@@ -119,3 +126,125 @@ def test_host_inverses_match_the_oracle(tmp_path: Path) -> None:
     want = gl64.inv3((c[0], c[1], c[2]))
     for d in range(3):
         assert np.array_equal(got3[d], want[d]), d
+
+
+# ------------------------------------------------------------------ batched inverses (issue #14)
+#: exps_x_thread over a value table: F reads row r of a dim-1 or dim-3 value (what an expression
+#: kernel's row function returns), every mode, any grid of 256-thread blocks
+BATCH_TU = """#include "gen_common.cuh"
+static const uint64_t* g_v;
+static uint64_t g_n;
+static gl3 f1(const ExpsCtx&, uint64_t row) { return gl3_make(g_v[row], 0, 0); }
+static gl3 f3(const ExpsCtx&, uint64_t row) { return gl3_make(g_v[row], g_v[g_n + row], g_v[2 * g_n + row]); }
+extern "C" void run(const uint64_t* v, uint64_t n, int vdim, int num1, uint64_t mode, uint64_t scalar,
+                    uint64_t destDim, unsigned destExpr, uint64_t* dest, uint64_t blocks) {
+    g_v = v; g_n = n;
+    const ExpsCtx X = {};
+    for (uint64_t b = 0; b < blocks; ++b)
+        for (unsigned tx = 0; tx < 256; ++tx) {
+            if (vdim == 3) exps_x_thread<f3>(X, b, blocks, tx, dest, n, 3, num1, mode, scalar, n, 1, destDim, destExpr);
+            else exps_x_thread<f1>(X, b, blocks, tx, dest, n, 1, num1, mode, scalar, n, 1, destDim, destExpr);
+        }
+}
+"""
+#: the line of exps_inv_finish that takes gl_inv's own word for a value with two encodings
+FALLBACK = "if (ti < EXPS_EPS) ti = gl_inv(B.t[j]);"
+
+
+def _batch_lib(tmp_path: Path, header: str) -> ctypes.CDLL:
+    require("gxx")
+    (tmp_path / COMMON_HEADER).write_text(header)
+    (tmp_path / "batch.cpp").write_text(BATCH_TU)
+    so = tmp_path / "batch.so"
+    subprocess.run(["g++", "-O1", "-std=c++17", "-shared", "-fPIC", "-Wall", "-Wextra", "-Werror",
+                    "batch.cpp", "-o", str(so)], cwd=tmp_path, check=True, capture_output=True, timeout=120)
+    return ctypes.CDLL(str(so))
+
+
+def _batch_values(n: int) -> np.ndarray:
+    """dim-3 values, 3 x n: runs of zero / p / one norms, values whose inverse (dim 1) or whose
+    norm's inverse (dim 3) is a small int (two encodings: the chain may give m or m + p), the
+    (e, 0, 0) shape of dim-1 denominators, raw words."""
+    rng = np.random.default_rng(1401)
+    v = raw_words(rng, (3, n)).astype(np.uint64)
+    small = np.arange(1, 40, dtype=np.uint64)
+    k = 0
+    for run in (EDGE, gl64.inv(small), np.array([0, P, 1, P + 1, 0, 0, 0, 0, 0, 0, 0, 0], np.uint64)):
+        v[0, k:k + run.size], v[1:, k:k + run.size] = run, 0
+        k += run.size
+    v[:, 2048:2048 + 256 * 8] = 0                     # one whole batch of zeros (the product is 1)
+    m = rng.integers(1, 9, 300).astype(np.uint64)
+    v[0, 4100:4400] = gl64.inv(m)                     # dim 1: t^-1 = m
+    v[0, 4400:4700] = gl64.neg(gl64.inv(m))           # dim 3 (x, 0, 0): t = -x^3, t^-1 = m^3
+    v[1:, 4100:4700] = 0
+    return np.ascontiguousarray(v)
+
+
+def _want(v: np.ndarray, vdim: int, num1: int, mode: int, scalar: int, destDim: int, d: np.ndarray) -> np.ndarray:
+    """The oracle's dest after the store, in the destExpr layout (row-major, destDim per row)."""
+    if mode == 0:
+        out = np.zeros_like(d)
+        out[:, 0] = v[0]
+        if destDim == 3 and vdim == 3:
+            out[:, 1], out[:, 2] = v[1], v[2]
+        return out
+    z = np.zeros(v.shape[1], np.uint64)
+    u = gl64.inv3((v[0], v[1], v[2])) if vdim == 3 else (gl64.inv(v[0]), z, z)
+    if mode == 1:
+        if destDim == 1:
+            return gl64.mul(d[:, 0], u[0])[:, None]
+        dd = (d[:, 0], d[:, 1], d[:, 2])
+        r = gl64.mul31(dd, u[0]) if vdim == 1 else (gl64.mul31(u, d[:, 0]) if num1 else gl64.mul33(dd, u))
+        return np.stack(r, axis=1)
+    if destDim == 1:
+        return gl64.mul(np.full(v.shape[1], scalar, np.uint64), u[0])[:, None]
+    return np.stack(gl64.mul31(u, np.full(v.shape[1], scalar, np.uint64)), axis=1)
+
+
+def _run_batch(lib, v, vdim, num1, mode, scalar, destDim, d, blocks) -> np.ndarray:
+    n = v.shape[1]
+    dest = np.ascontiguousarray(d.copy())
+    ptr = ctypes.POINTER(ctypes.c_uint64)
+    lib.run(v.ctypes.data_as(ptr), ctypes.c_uint64(n), vdim, num1, ctypes.c_uint64(mode), ctypes.c_uint64(scalar),
+            ctypes.c_uint64(destDim), ctypes.c_uint(1), dest.ctypes.data_as(ptr), ctypes.c_uint64(blocks))
+    return dest
+
+
+CASES = [(vdim, num1, mode, destDim) for mode in (0, 1, 2) for destDim in (1, 3) for vdim in (1, 3)
+         for num1 in (0, 1) if vdim <= destDim and not (num1 and vdim == 1)]
+
+
+def test_batched_inverse_stores_match_the_oracle(tmp_path: Path) -> None:
+    """Every mode x destDim x vdim x numerator dim, grids of 1, 3 and 5 blocks (full, partial and
+    empty batches) over 4,900 rows: exactly the oracle's words (its inverse is gl_inv's chain on
+    each row). The inputs include norms whose inverse has two encodings (1, inverses of small ints)
+    and zero norms, alone and as a whole batch."""
+    lib = _batch_lib(tmp_path, (TEMPLATES / COMMON_HEADER).read_text())
+    n = 4900
+    v = _batch_values(n)
+    d = raw_words(np.random.default_rng(7), (n, 3)).astype(np.uint64)
+    scalar = int(gl64.inv(np.array([3], np.uint64))[0])
+    t = gl64.canon(gl64.inv3((v[0], v[1], v[2]))[0])
+    assert int(np.count_nonzero(t < EPS)) > 300      # the fallback's rows are there
+    for vdim, num1, mode, destDim in CASES:
+        want = _want(v, vdim, num1, mode, scalar, destDim, d[:, :destDim])
+        for blocks in (1, 3, 5):
+            got = _run_batch(lib, v, vdim, num1, mode, scalar, destDim, d[:, :destDim], blocks)
+            bad = np.flatnonzero((got != want).any(axis=1))
+            assert bad.size == 0, (vdim, num1, mode, destDim, blocks, bad[:5])
+
+
+def test_batched_inverse_without_its_fallback_fails(tmp_path: Path) -> None:
+    """The same check with the fallback line removed (every row takes the batch's canonical word):
+    dim-1 rows whose inverse has two encodings then differ from the chain's word (p + 2 where the
+    batch has 2), so the inputs above exercise it. (In dim 3 the norm's inverse is only a factor
+    of the stored products, whose words are the same for either encoding on these inputs.)"""
+    header = (TEMPLATES / COMMON_HEADER).read_text()
+    assert header.count(FALLBACK) == 1
+    lib = _batch_lib(tmp_path, header.replace(FALLBACK, ""))
+    n = 4900
+    v = _batch_values(n)
+    d = raw_words(np.random.default_rng(7), (n, 3)).astype(np.uint64)
+    want = _want(v, 1, 0, 2, 1, 3, d)
+    got = _run_batch(lib, v, 1, 0, 2, 1, 3, d, 1)
+    assert (got != want).any(axis=1).sum() > 300
