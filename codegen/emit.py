@@ -284,8 +284,9 @@ def _tu_name(key: str, group: list[str]) -> str:
 
 def launch_table(ks: KernelSource, tu_ops: int = TU_OPS) -> dict:
     """Where every kernel function of `ks` lives: `q` per chunk (launch order) and `exprs` (by
-    expId) as dicts of lib (index into `device_tus`), sym (its symbol in that TU's fatbin), host
-    (the host check's form); `tus` the device TU names in fatbin order."""
+    expId) as dicts of lib (index into `device_tus`), sym (its symbol in that TU's fatbin; an
+    expression's WRITE kernel, and sym_inv its kernel of the inverse modes), host (the host check's
+    form); `tus` the device TU names in fatbin order."""
     if not isinstance(ks.key, str) or not KEY_RE.fullmatch(ks.key):
         raise ValueError(f"kernel key {ks.key!r:.80} is not a C identifier of at most 220 characters")
     key = ks.key
@@ -303,7 +304,8 @@ def launch_table(ks: KernelSource, tu_ops: int = TU_OPS) -> dict:
         for i in idx:
             e = _i(ks.exprs[i].ir.exp_id)
             exprs.append({"exp_id": e, "lib": lib[f"{key}_x{g}.cu"],
-                          "sym": kernel_symbol(f"{key}_x_e{e}_k", X_PARAMS), "host": f"{key}_x_e{e}_h"})
+                          "sym": kernel_symbol(f"{key}_x_e{e}_k", X_PARAMS),
+                          "sym_inv": kernel_symbol(f"{key}_x_e{e}_ki", X_PARAMS), "host": f"{key}_x_e{e}_h"})
     exprs.sort(key=lambda x: int(x["exp_id"]))
     if len({x["exp_id"] for x in exprs}) != len(exprs):
         raise ValueError(f"kernel {key}: two expression kernels of one expId")
@@ -315,7 +317,7 @@ def tu_kernels(ks: KernelSource, tu_ops: int = TU_OPS) -> dict[str, list[str]]:
     t = launch_table(ks, tu_ops)
     out: dict[str, list[str]] = {n: [] for n in t["tus"]}
     for k in (*t["q"], *t["exprs"]):
-        out[t["tus"][k["lib"]]].append(k["sym"])
+        out[t["tus"][k["lib"]]].extend([k["sym"], k["sym_inv"]] if "sym_inv" in k else [k["sym"]])
     return out
 
 

@@ -29,7 +29,8 @@ struct exps_q_kernel {
 struct exps_x_kernel {
     uint64_t exp_id;
     unsigned lib;
-    const char* name;        // the mangled name of <key>_x_e<expId>_k
+    const char* name;        // the mangled name of <key>_x_e<expId>_k (WRITE)
+    const char* name_inv;    // ... of <key>_x_e<expId>_ki (MUL_INV, WRITE_INV: batched inverses)
     exps_x_host host;
 };
 
@@ -62,9 +63,9 @@ extern const exps_desc exps_kernel __attribute__((visibility("hidden")));
 #define EXPS_SINGLE_SHAPE 1u
 #endif
 
-// Rows per thread of the inverse modes' expression launches (gen_common.cuh's batched inverses;
-// the same default there). A bench A/B defines it before every file of the kernel; a grid sized
-// for another value still computes every row (the kernels stride over the grid).
+// Rows per thread of the inverse modes' expression launches (gen_common.cuh's batched inverses and
+// exps_x_blocks; the same default there): the launcher's grid covers N rows only with the value
+// the kernels were compiled with, so a bench A/B defines it before every file of the kernel.
 #ifndef EXPS_INV_ROWS
 #define EXPS_INV_ROWS 8
 #endif

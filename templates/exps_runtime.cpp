@@ -99,7 +99,7 @@ void exps_topup_free(void*, exps_stream_t) {}
 struct Loaded {
     cudaLibrary_t* libs;     // n_libs
     cudaKernel_t* q;         // n_chunks
-    cudaKernel_t* x;         // n_x
+    cudaKernel_t* x;         // 2 n_x: expression i's WRITE kernel at 2 i, its inverse modes' at 2 i + 1
 };
 
 pthread_mutex_t g_load_mu = PTHREAD_MUTEX_INITIALIZER;   // (no C++ exception can cross the C ABI)
@@ -137,7 +137,7 @@ const Loaded* load_locked() {
     Loaded* l = (Loaded*)calloc(1, sizeof(Loaded));
     cudaLibrary_t* libs = (cudaLibrary_t*)calloc(D.n_libs, sizeof(cudaLibrary_t));
     cudaKernel_t* q = (cudaKernel_t*)calloc(D.n_chunks, sizeof(cudaKernel_t));
-    cudaKernel_t* x = D.n_x ? (cudaKernel_t*)calloc(D.n_x, sizeof(cudaKernel_t)) : 0;
+    cudaKernel_t* x = D.n_x ? (cudaKernel_t*)calloc(2 * D.n_x, sizeof(cudaKernel_t)) : 0;
     cudaError_t e = (!l || !libs || !q || (D.n_x && !x)) ? cudaErrorMemoryAllocation : cudaSuccess;
     const char* what = "allocating the kernel table";
     for (unsigned i = 0; e == cudaSuccess && i < D.n_libs; ++i) {
@@ -148,8 +148,9 @@ const Loaded* load_locked() {
         e = cudaLibraryGetKernel(&q[c], libs[D.q[c].lib], D.q[c].name);
         what = "finding a Q kernel (cudaLibraryGetKernel)";
     }
-    for (uint64_t i = 0; e == cudaSuccess && i < D.n_x; ++i) {
-        e = cudaLibraryGetKernel(&x[i], libs[D.x[i].lib], D.x[i].name);
+    for (uint64_t i = 0; e == cudaSuccess && i < 2 * D.n_x; ++i) {
+        const exps_x_kernel& k = D.x[i / 2];
+        e = cudaLibraryGetKernel(&x[i], libs[k.lib], i % 2 ? k.name_inv : k.name);
         what = "finding an expression kernel (cudaLibraryGetKernel)";
     }
     if (e != cudaSuccess) {
@@ -202,7 +203,7 @@ int launch_q(const Loaded* l, uint64_t c, uint64_t grid, QArgs& a, exps_stream_t
 int launch_x(const Loaded* l, const exps_x_kernel* x, uint64_t grid, XArgs& a, exps_stream_t stream) {
     void* args[] = {&a.P, &a.dest, &a.N, &a.destDomain, &a.o1, &a.o2, &a.o3, &a.mode, &a.scalar,
                     &a.stagePos, &a.destDim, &a.destExpr};
-    return launch(l->x[x - D.x], grid, args, stream);
+    return launch(l->x[2 * (x - D.x) + (a.mode != 0)], grid, args, stream);
 }
 
 // Blocks of 256 threads of kernel k the current device holds at once (SMs x resident blocks at

@@ -275,8 +275,9 @@ EXPS_HD gl3 gl3_mul(gl3 a, gl3 b) {
 }
 
 // gl3_inv's work before its base inverse: the norm t and the three numerators (spec §1.2, the same
-// op order), so that a batch of rows can share one base inverse (exps_x_thread below).
-EXPS_HD void gl3_inv_parts(gl3 a, uint64_t* t_out, uint64_t* r) {
+// op order), so that a batch of rows can share one base inverse (exps_x_inv_thread below). Out of line
+// on the device like the inverses (one copy per kernel that calls it).
+EXPS_HD_OUTLINE void gl3_inv_parts(gl3 a, uint64_t* t_out, uint64_t* r) {
     uint64_t aa = gl_mul(a.v0, a.v0), ac = gl_mul(a.v0, a.v2), ba = gl_mul(a.v1, a.v0);
     uint64_t bb = gl_mul(a.v1, a.v1), bc = gl_mul(a.v1, a.v2), cc = gl_mul(a.v2, a.v2);
     uint64_t aaa = gl_mul(aa, a.v0), aac = gl_mul(aa, a.v2), abc = gl_mul(ba, a.v2);
@@ -394,7 +395,7 @@ EXPS_HD void exps_store_inverse(uint64_t* dest, uint64_t row, gl3 u, int vdim, i
 }
 
 // Store one row of an expression value per spec §4.3, one inverse per row (the reference form of
-// exps_x_thread's batched inverses; tests/test_inverse.py).
+// exps_x_inv_thread's batched inverses; tests/test_inverse.py).
 EXPS_HD void exps_store(uint64_t* dest, uint64_t row, gl3 v, int vdim, int num1, uint64_t mode,
                         uint64_t scalar, uint64_t destDomain, uint64_t stagePos, uint64_t destDim,
                         unsigned destExpr) {
@@ -421,7 +422,7 @@ EXPS_HD void exps_store(uint64_t* dest, uint64_t row, gl3 v, int vdim, int num1,
 // returns; below EPS (t = 1 or p + 1, t = 0 or p entered into the product as 1, ...: ~2^-32 for
 // random values, more often for selectors) that row runs gl_inv(t_j) itself.
 #ifndef EXPS_INV_ROWS
-#define EXPS_INV_ROWS 8        // the launcher sizes its grid with exps_abi.h's EXPS_INV_ROWS (same default)
+#define EXPS_INV_ROWS 8        // exps_abi.h has the same default: the launcher's grid (exps_x_blocks)
 #endif
 
 struct ExpsInvRows {
@@ -458,34 +459,34 @@ EXPS_HD void exps_inv_finish(ExpsInvRows& B, unsigned n, uint64_t* dest, uint64_
     }
 }
 
-// One thread's rows of an expression launch (exprs.cu.j2), F the expression's row function. Thread
-// tx of block blk: WRITE, row blk * 256 + tx; the inverse modes, the EXPS_INV_ROWS rows tx + 256 j
-// of batch blk of 256 * EXPS_INV_ROWS rows; both a grid stride apart while rows remain, so every
-// grid computes every row (the host check runs one block). One call of F, for every mode.
+// Blocks of 256 threads of an expression launch over N rows: one row per thread for WRITE (the
+// `_k` kernel), EXPS_INV_ROWS for the inverse modes (`_ki`). exps_runtime.cpp sizes its grid the
+// same way, from the launch table's copy of EXPS_INV_ROWS; the host check's form loops over them.
+EXPS_HD uint64_t exps_x_blocks(uint64_t N, uint64_t mode) {
+    const uint64_t rows = 256ull * (mode == EXPS_WRITE ? 1u : (unsigned)EXPS_INV_ROWS);
+    return (N + rows - 1) / rows;
+}
+
+// One thread's rows of an inverse-mode expression launch (exprs.cu.j2's `_ki` kernel), F the
+// expression's row function: rows blk * 256 * EXPS_INV_ROWS + tx + 256 j, j < EXPS_INV_ROWS
+// (coalesced for each j), evaluated, then inverted together and stored.
 template <gl3 (*F)(const ExpsCtx&, uint64_t)>
-EXPS_HD void exps_x_thread(const ExpsCtx& X, uint64_t blk, uint64_t nblk, unsigned tx, uint64_t* dest,
-                           uint64_t N, int vdim, int num1, uint64_t mode, uint64_t scalar,
-                           uint64_t destDomain, uint64_t stagePos, uint64_t destDim, unsigned destExpr) {
-    const unsigned R = mode == EXPS_WRITE ? 1u : (unsigned)EXPS_INV_ROWS;
-    const uint64_t span = 256ull * R;
+EXPS_HD void exps_x_inv_thread(const ExpsCtx& X, uint64_t blk, unsigned tx, uint64_t* dest, uint64_t N, int vdim,
+                               int num1, uint64_t mode, uint64_t scalar, uint64_t destDomain, uint64_t stagePos,
+                               uint64_t destDim, unsigned destExpr) {
+    const uint64_t row0 = blk * 256ull * EXPS_INV_ROWS + tx;
     ExpsInvRows B;
-    for (uint64_t b0 = blk * span + tx; b0 < N; b0 += nblk * span) {
-        unsigned n = 0;
+    unsigned n = 0;
 #ifdef __CUDA_ARCH__
 #pragma unroll 1
 #endif
-        for (unsigned j = 0; j < R; ++j) {
-            const uint64_t row = b0 + 256 * (uint64_t)j;
-            if (row >= N) break;
-            const gl3 v = F(X, row);
-            if (mode == EXPS_WRITE) exps_store(dest, row, v, vdim, num1, EXPS_WRITE, scalar, destDomain,
-                                               stagePos, destDim, destExpr);
-            else exps_inv_put(B, j, v, vdim);
-            n = j + 1;
-        }
-        if (mode != EXPS_WRITE)
-            exps_inv_finish(B, n, dest, b0, vdim, num1, mode, scalar, destDomain, stagePos, destDim, destExpr);
+    for (unsigned j = 0; j < (unsigned)EXPS_INV_ROWS; ++j) {
+        const uint64_t row = row0 + 256 * (uint64_t)j;
+        if (row >= N) break;
+        exps_inv_put(B, j, F(X, row), vdim);
+        n = j + 1;
     }
+    if (n) exps_inv_finish(B, n, dest, row0, vdim, num1, mode, scalar, destDomain, stagePos, destDim, destExpr);
 }
 
 #endif  // EXPS_GEN_COMMON_CUH

@@ -133,7 +133,10 @@ def test_file_names_chunked_large() -> None:
     assert tu_kernels(ks) == {
         "k_large_q0.cu": [kernel_symbol(f"k_large_q_c{c}_k", Q_PARAMS) for c in range(15)],
         "k_large_q1_x0.cu": [kernel_symbol(f"k_large_q_c{c}_k", Q_PARAMS) for c in range(15, 22)]
-        + [kernel_symbol(f"k_large_x_e{e}_k", X_PARAMS) for e, _, _ in x]}
+        + [kernel_symbol(f"k_large_x_e{e}_{k}", X_PARAMS) for e, _, _ in x for k in ("k", "ki")]}
+    # every expression's two kernels (WRITE, the inverse modes), by name, in its table entry
+    assert all(f'"{kernel_symbol(f"k_large_x_e{e}_k", X_PARAMS)}", "{kernel_symbol(f"k_large_x_e{e}_ki", X_PARAMS)}"'
+               in r["k_large_abi.cpp"] for e, _, _ in x)
 
 
 def test_file_names_small_tu_limit() -> None:

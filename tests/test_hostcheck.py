@@ -332,13 +332,14 @@ def test_flipped_num1_is_detected() -> None:
 
 
 def test_flipped_num1_in_rendered_text_is_detected() -> None:
-    """The same mutation made in the rendered text (`exps_x_thread<f>(..., N, vdim, num1, ...)`)."""
+    """The same mutation made in the rendered text of the inverse modes' kernel
+    (`exps_x_inv_thread<f>(..., N, vdim, num1, ...)`: num1 only changes MUL_INV)."""
     p, si, cov, si_json, ei_json = _medium()
     ks = hostcheck.kernel_source(p.key, cov)
     files = render(ks)
     [name] = [k for k in files if "_x" in k]
     one = [x for x in cov.exprs if x.num1][0].ir.exp_id
-    call = re.compile(rf"(exps_x_thread<{p.key}_x_e{one}>\(X, [^;]*?dest, N, 3, )1,")
+    call = re.compile(rf"(exps_x_inv_thread<{p.key}_x_e{one}>\(X, [^;]*?dest, N, 3, )1,")
     assert len(call.findall(files[name])) == 2          # device kernel and host loop
     res = _check_text({**files, name: call.sub(r"\g<1>0,", files[name])},
                       si, si_json, ei_json, ks)

@@ -22,7 +22,7 @@ from require import cuobjdump as cuobjdump_path, require
 
 #: a TU of stores as templates/exprs.cu.j2's kernels make them: one inverse per row (exps_store) of a
 #: dim-1 value, a dim-3 value and a dim-3 denominator of a dim-1 numerator, the batched inverses of
-#: exps_x_thread (the kernels' form), plus one out-of-line gl_mul as the unit of size
+#: exps_x_inv_thread (the `_ki` kernels' form), plus one out-of-line gl_mul as the unit of size
 DEVICE_TU = """#include "gen_common.cuh"
 #define STORE_KERNEL(name, vdim, num1)                                                          \\
 __global__ void name(uint64_t* dest, uint64_t N, uint64_t mode, uint64_t scalar, uint64_t destDim, \\
@@ -38,7 +38,7 @@ EXPS_HD gl3 row3(const ExpsCtx& X, uint64_t row) { return gl3_make(X.cm[1][row],
 __global__ void thread_v3(const StepsParams* P, uint64_t* dest, uint64_t N, uint64_t mode, uint64_t scalar,
                           uint64_t destDim, unsigned destExpr) {              /* the batched form */
     const ExpsCtx X = exps_ctx(P, N, 0, 0, 0, 0, 0);
-    exps_x_thread<row3>(X, blockIdx.x, gridDim.x, threadIdx.x, dest, N, 3, 0, mode, scalar, N, 0, destDim, destExpr);
+    exps_x_inv_thread<row3>(X, blockIdx.x, threadIdx.x, dest, N, 3, 0, mode, scalar, N, 0, destDim, destExpr);
 }
 static __device__ __noinline__ uint64_t one_mul(uint64_t a, uint64_t b) { return gl_mul(a, b); }
 __global__ void mul_k(uint64_t* d) { d[0] = one_mul(d[1], d[2]); }
@@ -129,21 +129,27 @@ def test_host_inverses_match_the_oracle(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------ batched inverses (issue #14)
-#: exps_x_thread over a value table: F reads row r of a dim-1 or dim-3 value (what an expression
-#: kernel's row function returns), every mode, any grid of 256-thread blocks
+#: the two kernels' forms over a value table: F reads row r of a dim-1 or dim-3 value (what an
+#: expression kernel's row function returns); WRITE one row at a time (`_k`), the inverse modes by
+#: exps_x_inv_thread over the launch's exps_x_blocks(N, mode) blocks (`_ki`)
 BATCH_TU = """#include "gen_common.cuh"
 static const uint64_t* g_v;
 static uint64_t g_n;
 static gl3 f1(const ExpsCtx&, uint64_t row) { return gl3_make(g_v[row], 0, 0); }
 static gl3 f3(const ExpsCtx&, uint64_t row) { return gl3_make(g_v[row], g_v[g_n + row], g_v[2 * g_n + row]); }
 extern "C" void run(const uint64_t* v, uint64_t n, int vdim, int num1, uint64_t mode, uint64_t scalar,
-                    uint64_t destDim, unsigned destExpr, uint64_t* dest, uint64_t blocks) {
+                    uint64_t destDim, unsigned destExpr, uint64_t* dest) {
     g_v = v; g_n = n;
     const ExpsCtx X = {};
-    for (uint64_t b = 0; b < blocks; ++b)
+    if (mode == EXPS_WRITE) {
+        for (uint64_t row = 0; row < n; ++row)
+            exps_store(dest, row, vdim == 3 ? f3(X, row) : f1(X, row), vdim, num1, EXPS_WRITE, scalar, n, 1, destDim, destExpr);
+        return;
+    }
+    for (uint64_t b = 0; b < exps_x_blocks(n, mode); ++b)
         for (unsigned tx = 0; tx < 256; ++tx) {
-            if (vdim == 3) exps_x_thread<f3>(X, b, blocks, tx, dest, n, 3, num1, mode, scalar, n, 1, destDim, destExpr);
-            else exps_x_thread<f1>(X, b, blocks, tx, dest, n, 1, num1, mode, scalar, n, 1, destDim, destExpr);
+            if (vdim == 3) exps_x_inv_thread<f3>(X, b, tx, dest, n, 3, num1, mode, scalar, n, 1, destDim, destExpr);
+            else exps_x_inv_thread<f1>(X, b, tx, dest, n, 1, num1, mode, scalar, n, 1, destDim, destExpr);
         }
 }
 """
@@ -151,13 +157,15 @@ extern "C" void run(const uint64_t* v, uint64_t n, int vdim, int num1, uint64_t 
 FALLBACK = "if (ti < EXPS_EPS) ti = gl_inv(B.t[j]);"
 
 
-def _batch_lib(tmp_path: Path, header: str) -> ctypes.CDLL:
+def _batch_lib(tmp_path: Path, header: str, rows: int | None = None) -> ctypes.CDLL:
+    """The harness compiled with `header` as gen_common.cuh (and EXPS_INV_ROWS = rows)."""
     require("gxx")
     (tmp_path / COMMON_HEADER).write_text(header)
     (tmp_path / "batch.cpp").write_text(BATCH_TU)
-    so = tmp_path / "batch.so"
+    so = tmp_path / f"batch{rows or ''}.so"
     subprocess.run(["g++", "-O1", "-std=c++17", "-shared", "-fPIC", "-Wall", "-Wextra", "-Werror",
-                    "batch.cpp", "-o", str(so)], cwd=tmp_path, check=True, capture_output=True, timeout=120)
+                    *([f"-DEXPS_INV_ROWS={rows}"] if rows else []), "batch.cpp", "-o", str(so)],
+                   cwd=tmp_path, check=True, capture_output=True, timeout=120)
     return ctypes.CDLL(str(so))
 
 
@@ -201,12 +209,12 @@ def _want(v: np.ndarray, vdim: int, num1: int, mode: int, scalar: int, destDim: 
     return np.stack(gl64.mul31(u, np.full(v.shape[1], scalar, np.uint64)), axis=1)
 
 
-def _run_batch(lib, v, vdim, num1, mode, scalar, destDim, d, blocks) -> np.ndarray:
+def _run_batch(lib, v, vdim, num1, mode, scalar, destDim, d) -> np.ndarray:
     n = v.shape[1]
     dest = np.ascontiguousarray(d.copy())
     ptr = ctypes.POINTER(ctypes.c_uint64)
     lib.run(v.ctypes.data_as(ptr), ctypes.c_uint64(n), vdim, num1, ctypes.c_uint64(mode), ctypes.c_uint64(scalar),
-            ctypes.c_uint64(destDim), ctypes.c_uint(1), dest.ctypes.data_as(ptr), ctypes.c_uint64(blocks))
+            ctypes.c_uint64(destDim), ctypes.c_uint(1), dest.ctypes.data_as(ptr))
     return dest
 
 
@@ -215,23 +223,25 @@ CASES = [(vdim, num1, mode, destDim) for mode in (0, 1, 2) for destDim in (1, 3)
 
 
 def test_batched_inverse_stores_match_the_oracle(tmp_path: Path) -> None:
-    """Every mode x destDim x vdim x numerator dim, grids of 1, 3 and 5 blocks (full, partial and
-    empty batches) over 4,900 rows: exactly the oracle's words (its inverse is gl_inv's chain on
-    each row). The inputs include norms whose inverse has two encodings (1, inverses of small ints)
-    and zero norms, alone and as a whole batch."""
-    lib = _batch_lib(tmp_path, (TEMPLATES / COMMON_HEADER).read_text())
+    """Every mode x destDim x vdim x numerator dim, at 8 rows per thread (the default) and at 1 and
+    3 (full, partial and one-row batches) over 4,900 rows: exactly the oracle's words (its inverse
+    is gl_inv's chain on each row). The inputs include norms whose inverse has two encodings (1,
+    inverses of small ints) and zero norms, alone and as a whole batch."""
+    header = (TEMPLATES / COMMON_HEADER).read_text()
+    assert "#define EXPS_INV_ROWS 8 " in header
     n = 4900
     v = _batch_values(n)
     d = raw_words(np.random.default_rng(7), (n, 3)).astype(np.uint64)
     scalar = int(gl64.inv(np.array([3], np.uint64))[0])
     t = gl64.canon(gl64.inv3((v[0], v[1], v[2]))[0])
     assert int(np.count_nonzero(t < EPS)) > 300      # the fallback's rows are there
-    for vdim, num1, mode, destDim in CASES:
-        want = _want(v, vdim, num1, mode, scalar, destDim, d[:, :destDim])
-        for blocks in (1, 3, 5):
-            got = _run_batch(lib, v, vdim, num1, mode, scalar, destDim, d[:, :destDim], blocks)
+    for rows in (None, 1, 3):
+        lib = _batch_lib(tmp_path, header, rows)
+        for vdim, num1, mode, destDim in CASES:
+            want = _want(v, vdim, num1, mode, scalar, destDim, d[:, :destDim])
+            got = _run_batch(lib, v, vdim, num1, mode, scalar, destDim, d[:, :destDim])
             bad = np.flatnonzero((got != want).any(axis=1))
-            assert bad.size == 0, (vdim, num1, mode, destDim, blocks, bad[:5])
+            assert bad.size == 0, (rows, vdim, num1, mode, destDim, bad[:5])
 
 
 def test_batched_inverse_without_its_fallback_fails(tmp_path: Path) -> None:
@@ -246,5 +256,5 @@ def test_batched_inverse_without_its_fallback_fails(tmp_path: Path) -> None:
     v = _batch_values(n)
     d = raw_words(np.random.default_rng(7), (n, 3)).astype(np.uint64)
     want = _want(v, 1, 0, 2, 1, 3, d)
-    got = _run_batch(lib, v, 1, 0, 2, 1, 3, d, 1)
+    got = _run_batch(lib, v, 1, 0, 2, 1, 3, d)
     assert (got != want).any(axis=1).sum() > 300

@@ -68,14 +68,15 @@ def test_exports_exactly_the_abi_and_registers_nothing(built) -> None:
 
 def test_every_kernel_of_the_table_is_in_the_fatbins(built) -> None:
     """cuobjdump finds the fatbins in the .so and they hold exactly the kernels the table names,
-    under the names it looks them up by (emit.kernel_symbol's mangling)."""
+    under the names it looks them up by (emit.kernel_symbol's mangling): per expression a WRITE
+    kernel and one of the inverse modes."""
     so, ks, kernels = built
     require("cuobjdump")
     cuobjdump = cuobjdump_path()
     sass = subprocess.run([cuobjdump, "-sass", str(so)], capture_output=True, text=True, check=True).stdout
     names = re.findall(r"Function : (\S+)", sass)
     assert sorted(names) == sorted(n for ns in kernels.values() for n in ns)
-    assert len(names) == ks.plan.n_chunks + len(ks.exprs)
+    assert len(names) == ks.plan.n_chunks + 2 * len(ks.exprs)      # an expression: WRITE and inverse kernels
     assert sass.count("Fatbin elf code") == sass.count("Fatbin ptx code") == 3   # per device TU: SASS, PTX
 
 
