@@ -17,7 +17,10 @@ from codegen.check.gl64 import EPS
 HEADER = Path(__file__).resolve().parent.parent / "templates" / "gen_common.cuh"
 #: the opaque constants the device forms take (exps_k1() = 1, KE = 0 - K1)
 CONSTS = {"K1": 1, "KE": EPS, "exps_k1()": 1}
-OPS = {"gl_add": gl64.s_add, "gl_sub": gl64.s_sub, "gl_mul": gl64.s_mul}
+#: the header's device forms; gl_mul_v050 (the form gl_mul replaced, issue #13) and gl_mul_w5 (the
+#: other candidate) are bench/fieldops.py variants (-DEXPS_GL_MUL_V050 / -DEXPS_GL_MUL_W5)
+OPS = {"gl_add": gl64.s_add, "gl_sub": gl64.s_sub, "gl_mul": gl64.s_mul,
+       "gl_mul_v050": gl64.s_mul, "gl_mul_w5": gl64.s_mul}
 
 
 def device(func: str):
@@ -64,3 +67,15 @@ def test_an_unknown_instruction_is_an_error() -> None:
     asm = ptxsim.Asm("f", "{\n.reg .u32 x;\nprmt.b32 x, 1, 2, 3;\n}", ["r"], [])
     with pytest.raises(ptxsim.PtxError, match="unsupported instruction 'prmt.b32'"):
         ptxsim.run(asm, {})
+
+
+def test_gl_mul_is_the_adopted_form() -> None:
+    """The header's first `gl_mul` (the one a build without a bench switch compiles, and the one
+    `device("gl_mul")` runs) is the subtract-first form of issue #13, not the replaced one nor a
+    wrapper that calls a variant (ptxsim.extract would then run the next asm statement in the file)."""
+    forms = {f: ptxsim.extract(HEADER, f).text for f in ("gl_mul", "gl_mul_v050", "gl_mul_w5")}
+    assert len(set(forms.values())) == 3
+    assert "addc.u32 k, nb, 0" in forms["gl_mul"] and "mad.lo.cc.u32 r1, a1, b0, r1" in forms["gl_mul"]
+    text = HEADER.read_text()
+    assert text.index("uint64_t gl_mul(uint64_t a, uint64_t b) {\n    uint64_t r;\n    asm(") < text.index(
+        "uint64_t gl_mul(uint64_t a, uint64_t b) { return gl_mul_v050(a, b); }")
