@@ -38,16 +38,20 @@ def compile_cubin(src: Path, out: Path, flags: list[str], arch: str) -> str:
     return p.stdout + p.stderr
 
 
-def registers(ptxas_log: str) -> dict[str, int]:
-    out, cur = {}, None
+def registers(ptxas_log: str) -> tuple[dict[str, int], dict[str, int]]:
+    """({kernel: registers}, {kernel: spill-store bytes}) from ptxas -v."""
+    regs, spills, cur = {}, {}, None
     for ln in ptxas_log.splitlines():
         m = re.search(r"Compiling entry function '(\w+)'", ln) or re.search(r"Function properties for (\w+)", ln)
         if m:
             cur = m.group(1)
+        m = re.search(r"(\d+) bytes spill stores", ln)
+        if m and cur:
+            spills[cur] = int(m.group(1))
         m = re.search(r"Used (\d+) registers", ln)
         if m and cur:
-            out[cur] = int(m.group(1))
-    return out
+            regs[cur] = int(m.group(1))
+    return regs, spills
 
 
 def pipes(cubin: Path, skip_overhead: bool) -> dict[str, collections.Counter]:
@@ -112,18 +116,19 @@ def main(argv: list[str] | None = None) -> int:
         for tu in tus:
             for v in variants:
                 cub = Path(tmp) / f"{v}_{tu.stem}.cubin"
-                regs = registers(compile_cubin(tu, cub, VARIANTS[v], a.arch))
+                regs, spills = registers(compile_cubin(tu, cub, VARIANTS[v], a.arch))
                 for fn, c in pipes(cub, False).items():
                     per[v][(tu.stem, fn)] = (regs.get(fn, 0), c)
                     tot[v].update(c)
                     tot[v]["regs"] += regs.get(fn, 0)
+                    tot[v]["spill"] += spills.get(fn, 0)
         base = variants[0]
         for key in sorted(per[base]):
             print(f"{key[0]} {key[1][-24:]}: " + " | ".join(
                 f"{v} {per[v][key][0]:3d} regs {per[v][key][1]['total']:5d} ins" for v in variants))
         print(f"{len(per[base])} kernels in {len(tus)} TUs")
         for v in variants:
-            print(f"{v:5s} {fmt(tot[v])}  registers summed {tot[v]['regs']}")
+            print(f"{v:5s} {fmt(tot[v])}  registers summed {tot[v]['regs']}, spill stores {tot[v]['spill']} bytes")
         for v in variants[1:]:
             d = [per[v][k][0] - per[base][k][0] for k in per[base]]
             occ = [blocks_per_sm(per[v][k][0]) - blocks_per_sm(per[base][k][0]) for k in per[base]]

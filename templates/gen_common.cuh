@@ -269,29 +269,30 @@ __device__ __forceinline__ uint64_t gl_mul_v050(uint64_t a, uint64_t b) {
     return r;
 }
 
-// The other candidate of issue #13, for bench/fieldops.py (variant mw5, -DEXPS_GL_MUL_W5): the cross
-// terms summed first, X = a0 b1 + a1 b0 (65 bits, its carry as a value), then (r1, r2, r3) += X
-// with every partial product one IMAD.WIDE (no IMAD.HI, no plain IMAD), and gl_mul's reduction.
-// 15 SASS instructions: 5 IMAD.WIDE + 10 ALU.
+// The other candidate of issue #13, for bench/fieldops.py (variant mw5, -DEXPS_GL_MUL_W5): every
+// partial product one IMAD.WIDE (no IMAD.HI, no plain IMAD): H = a1 b1, then the cross terms summed
+// first, X = a0 b1 + a1 b0 (65 bits), its carry added to hh at once, (r1, r2, r3) += X << 32, and
+// gl_mul's reduction. ptxas folds the two carries into hh into one IADD3.X. 14 SASS instructions:
+// 5 IMAD.WIDE + 9 ALU.
 __device__ __forceinline__ uint64_t gl_mul_w5(uint64_t a, uint64_t b) {
     uint64_t r;
     asm("{\n\t"
-        ".reg .u32 a0, a1, b0, b1, l0, l1, h2, h3, x0, x1, xc, nb, k, s0, s1, sh;\n\t"
-        ".reg .u64 X, L, H, d, t, s;\n\t"
+        ".reg .u32 a0, a1, b0, b1, l0, l1, h2, h3, x0, x1, nb, k, s0, s1, sh;\n\t"
+        ".reg .u64 H, X, L, d, t, s;\n\t"
         "mov.b64 {a0, a1}, %1;\n\t"
         "mov.b64 {b0, b1}, %2;\n\t"
+        "mul.wide.u32 H, a1, b1;\n\t"
+        "mov.b64 {h2, h3}, H;\n\t"
         "mul.wide.u32 X, a0, b1;\n\t"
         "mov.b64 {x0, x1}, X;\n\t"
         "mad.lo.cc.u32 x0, a1, b0, x0;\n\t"
         "madc.hi.cc.u32 x1, a1, b0, x1;\n\t"
-        "addc.u32 xc, 0, 0;\n\t"            // X = (x0, x1, xc)
+        "addc.u32 h3, h3, 0;\n\t"           // X's carry (weight 2^96)
         "mul.wide.u32 L, a0, b0;\n\t"
         "mov.b64 {l0, l1}, L;\n\t"
-        "mul.wide.u32 H, a1, b1;\n\t"
-        "mov.b64 {h2, h3}, H;\n\t"
-        "add.cc.u32 l1, l1, x0;\n\t"        // + X << 32
+        "add.cc.u32 l1, l1, x0;\n\t"        // + (x0, x1) << 32
         "addc.cc.u32 h2, h2, x1;\n\t"
-        "addc.u32 h3, h3, xc;\n\t"
+        "addc.u32 h3, h3, 0;\n\t"
         "sub.cc.u32 l0, l0, h3;\n\t"        // d = lo - hh, borrow b
         "subc.cc.u32 l1, l1, 0;\n\t"
         "subc.u32 nb, 0, 0;\n\t"
