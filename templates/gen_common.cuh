@@ -190,7 +190,7 @@ EXPS_HD uint64_t gl_mul_portable(uint64_t a, uint64_t b) {
 // then the reduction above in the other order (issue #13): d = lo - hh first (borrow b, kept as -b),
 // then s = d + hl * EPS as one wide multiply-add (carry c), so that Y = lo + hl * EPS - hh = s +
 // (c - b) * 2^64 and k = c - b is one IADD3.X of both carries (ptxas folds -b + c into it: no SEL);
-// d + k * EPS = s - sext(k) + (k << 32) as before. ptxas gives the accumulator pairs without a MOV:
+// r = s + k * EPS = s - sext(k) + (k << 32) as before. ptxas gives the accumulator pairs without a MOV:
 // 15 SASS instructions, 3 IMAD.WIDE + 2 IMAD.HI + 2 IMAD + 8 ALU (gl_mul_v050 below: 18, of which
 // 4 IMAD.WIDE + 1 IMAD.HI + 1 IMAD + 12 ALU, 3 of them MOVs). Same words: r = Y - k * p with k =
 // floor(Y / 2^64) in both orders (tests/test_ptx_forms.py; bench/fieldops.py on a GPU).
