@@ -7,6 +7,8 @@
 //                                                     the arithmetic the host check runs)
 //   v045  bench/baseline/gen_common_v045.cuh -DFO_V045 (emitter 0.4.5's header: the "before")
 //   v010  bench/baseline/gen_common_v010.cuh -DFO_V010 (the header before issue #13)
+//   m050  templates/gen_common.cuh -DEXPS_GL_MUL_V050 (gl_mul: the form of emitter 0.5.0)
+//   mw5   templates/gen_common.cuh -DEXPS_GL_MUL_W5  (gl_mul: the all-IMAD.WIDE candidate)
 //
 // <ns>_check(op, a, b, out, n): out[i] = op(a[i], b[i]) on the GPU (host buffers in and out;
 //   extension ops read and write 3 words per element).

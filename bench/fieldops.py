@@ -3,18 +3,21 @@
 
     python3 bench/fieldops.py --out $OUT            # on the GPU machine (nvcc, a GPU, numpy)
 
-Builds bench/fieldops.cu four times into one library (bench/fieldops.cu says why):
+Builds bench/fieldops.cu six times into one library (bench/fieldops.cu says why):
   cur   the header's device forms (carry chains, behind __CUDA_ARCH__),
   port  the same header with -DEXPS_PORTABLE: the portable C forms the host check runs, on the GPU,
   v045  bench/baseline/gen_common_v045.cuh, the header of emitter 0.4.5 (the "before": ALU-bound
         device forms, before the pipe-balanced ones of 0.5.0),
-  v010  bench/baseline/gen_common_v010.cuh, the header before issue #13.
+  v010  bench/baseline/gen_common_v010.cuh, the header before issue #13,
+  m050  the header with -DEXPS_GL_MUL_V050: cur but gl_mul the form of emitter 0.5.0 (18 SASS),
+  mw5   the header with -DEXPS_GL_MUL_W5: cur but gl_mul the other candidate of issue #13 (every
+        partial product one IMAD.WIDE).
 
 Check: every op (gl_add, gl_sub, gl_mul, gl_neg, gl3_mul, gl3_mul31, gl3_add, gl3_sub; gl_inv on
 --n-inv) on --n (default 2^24) operand pairs, of which the first are every ordered pair of EDGE
 (and, for the extension ops, every pair placed at every pair of components), the rest a mix of
 uniform words, edge values and their neighbours, small integers, 0/1 and words with a 0 / 1 / EPS
-low half; all three variants compared word for word with the numpy oracle (codegen/gl64.py).
+low half; every variant compared word for word with the numpy oracle (codegen/gl64.py).
 
 Bench: each op in registers (bench_k in fieldops.cu), --reps timed launches of SMs x 8 blocks x
 256 threads, median; base-field multiplications per second (3x3 = 6, 3x1 = 3) or adds/subs per
@@ -61,7 +64,10 @@ BENCH = {  # op -> (id, counted ops per thread per iteration, what is counted, i
     "gl_add": (0, 8, "adds", 4096), "gl_sub": (1, 8, "subs", 4096), "gl_mul": (2, 8, "mults", 4096),
     "gl3_mul": (4, 18, "base mults", 1024), "q_mix": (9, 18, "base mults", 1024),
 }
-VARIANTS = ("v010", "v045", "port", "cur")
+VARIANTS = ("v010", "v045", "port", "cur", "m050", "mw5")
+#: column titles of fieldops.md
+LABELS = {"v010": "v010", "v045": "v045 (before)", "port": "portable C", "cur": "device forms (after)",
+          "m050": "gl_mul of 0.5.0 (m050)", "mw5": "gl_mul w5 (mw5)"}
 
 
 # ------------------------------------------------------------------------------------ inputs
@@ -168,7 +174,9 @@ def build(out_dir: Path, arch: str) -> tuple[Path, dict[str, str]]:
     variants = {"cur": ["-I", str(REPO / "templates")],
                 "port": ["-I", str(REPO / "templates"), "-DEXPS_PORTABLE"],
                 "v045": ["-I", str(REPO / "bench" / "baseline"), "-DFO_V045"],
-                "v010": ["-I", str(REPO / "bench" / "baseline"), "-DFO_V010"]}
+                "v010": ["-I", str(REPO / "bench" / "baseline"), "-DFO_V010"],
+                "m050": ["-I", str(REPO / "templates"), "-DEXPS_GL_MUL_V050"],
+                "mw5": ["-I", str(REPO / "templates"), "-DEXPS_GL_MUL_W5"]}
     objs, reports = [], {}
     procs = {}
     for ns, extra in variants.items():
@@ -296,17 +304,20 @@ def main(argv: list[str] | None = None) -> int:
     res["elapsed_s"] = time.monotonic() - t0
     (out / "fieldops.json").write_text(json.dumps(res, indent=1) + "\n")
     md = [f"Command: `{command}`", "",
-          "| op | pairs (edge pairs) | v010 vs oracle | v045 vs oracle | portable vs oracle | device vs oracle |",
-          "| --- | --- | --- | --- | --- | --- |"]
-    md += [f"| {op} | {r['pairs']:,} ({r['edge_pairs']:,}) | {r['v010']} | {r['v045']} | {r['port']} | {r['cur']} |"
+          "| op | pairs (edge pairs) | " + " | ".join(f"{LABELS[ns]} vs oracle" for ns in VARIANTS) + " |",
+          "| --- | --- | " + " | ".join("---" for _ in VARIANTS) + " |"]
+    md += [f"| {op} | {r['pairs']:,} ({r['edge_pairs']:,}) | " + " | ".join(r[ns] for ns in VARIANTS) + " |"
            for op, r in res["check"].items()]
-    if res["bench"] and all(ns in r for r in res["bench"].values() for ns in VARIANTS):
+    if res["bench"]:
+        benched = [ns for ns in VARIANTS if all(ns in r for r in res["bench"].values())]
+        ratios = [(x, y) for x, y in (("cur", "v045"), ("cur", "m050"), ("mw5", "m050"), ("mw5", "cur"))
+                  if x in benched and y in benched]
         md += ["", f"Register-only loops, {res['blocks']} blocks x 256 threads, median of {a.reps}:", "",
-               "| loop | counted | v010 | v045 (before) | portable C | device forms (after) | after / before |",
-               "| --- | --- | --- | --- | --- | --- | --- |"]
-        md += [f"| {op} | {r['what']} | {r['v010']['g_per_s']:.0f} G/s | {r['v045']['g_per_s']:.0f} G/s | "
-               f"{r['port']['g_per_s']:.0f} G/s | "
-               f"{r['cur']['g_per_s']:.0f} G/s | {r['cur']['g_per_s'] / r['v045']['g_per_s']:.2f}x |"
+               "| loop | counted | " + " | ".join(LABELS[ns] for ns in benched)
+               + "".join(f" | {x} / {y}" for x, y in ratios) + " |",
+               "| --- | --- | " + " | ".join("---" for _ in benched + ratios) + " |"]
+        md += [f"| {op} | {r['what']} | " + " | ".join(f"{r[ns]['g_per_s']:.0f} G/s" for ns in benched)
+               + "".join(f" | {r[x]['g_per_s'] / r[y]['g_per_s']:.3f}x" for x, y in ratios) + " |"
                for op, r in res["bench"].items()]
     (out / "fieldops.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))

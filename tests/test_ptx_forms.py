@@ -17,7 +17,10 @@ from codegen.check.gl64 import EPS
 HEADER = Path(__file__).resolve().parent.parent / "templates" / "gen_common.cuh"
 #: the opaque constants the device forms take (exps_k1() = 1, KE = 0 - K1)
 CONSTS = {"K1": 1, "KE": EPS, "exps_k1()": 1}
-OPS = {"gl_add": gl64.s_add, "gl_sub": gl64.s_sub, "gl_mul": gl64.s_mul}
+#: the header's device forms; gl_mul_v050 (the form gl_mul replaced, issue #13) and gl_mul_w5 (the
+#: other candidate) are bench/fieldops.py variants (-DEXPS_GL_MUL_V050 / -DEXPS_GL_MUL_W5)
+OPS = {"gl_add": gl64.s_add, "gl_sub": gl64.s_sub, "gl_mul": gl64.s_mul,
+       "gl_mul_v050": gl64.s_mul, "gl_mul_w5": gl64.s_mul}
 
 
 def device(func: str):
@@ -64,3 +67,46 @@ def test_an_unknown_instruction_is_an_error() -> None:
     asm = ptxsim.Asm("f", "{\n.reg .u32 x;\nprmt.b32 x, 1, 2, 3;\n}", ["r"], [])
     with pytest.raises(ptxsim.PtxError, match="unsupported instruction 'prmt.b32'"):
         ptxsim.run(asm, {})
+
+
+def test_gl_mul_is_the_adopted_form() -> None:
+    """The header's first `gl_mul` (the one a build without a bench switch compiles, and the one
+    `device("gl_mul")` runs) is the subtract-first form of issue #13, not the replaced one nor a
+    wrapper that calls a variant (ptxsim.extract would then run the next asm statement in the file)."""
+    forms = {f: ptxsim.extract(HEADER, f).text for f in ("gl_mul", "gl_mul_v050", "gl_mul_w5")}
+    assert len(set(forms.values())) == 3
+    assert "addc.u32 k, nb, 0" in forms["gl_mul"] and "mad.lo.cc.u32 r1, a1, b0, r1" in forms["gl_mul"]
+    text = HEADER.read_text()
+    assert text.index("uint64_t gl_mul(uint64_t a, uint64_t b) {\n    uint64_t r;\n    asm(") < text.index(
+        "uint64_t gl_mul(uint64_t a, uint64_t b) { return gl_mul_v050(a, b); }")
+
+
+def _reduction_case(a: int, b: int) -> tuple[int, int]:
+    """(c, b) of gl_mul's reduction in the order of issue #13: b = [lo < hh], c = carry of
+    (lo - hh mod 2^64) + hl * EPS; k = c - b."""
+    prod = a * b
+    lo, hh, hl = prod & ((1 << 64) - 1), prod >> 96, (prod >> 64) & EPS
+    d = (lo - hh) % (1 << 64)
+    return int(d + hl * EPS >= 1 << 64), int(lo < hh)
+
+
+#: products x y 2^96 (hl = 0, lo = 0, hh = x y): Y = -x y, the k = -1 case the edge pairs reach only 5
+#: times; Y = -1 (s = 2^64 - 1: the fix-up's low word wraps) down to -(2^15 - 1)(2^17 - 1) (-EPS itself is
+#: no product of two words: x y = EPS with x < 2^i, y < 2^j, i + j = 32 has no solution)
+NEGATIVE_Y = [((x << 48), (y << 48)) for x in (1, 2, 3, 255, 65535) for y in (1, 7, 65535)] + [
+    (1 << 63, 1 << 33), (0x7FFF << 49, 0x1FFFF << 47), (0x5555 << 49, 3 << 47)]
+
+
+def test_the_inputs_reach_every_reduction_case() -> None:
+    """Every (c, b) of the reduction (k = 1, 0 twice, -1) occurs among the edge pairs, so each mul
+    form's carry handling is exercised by the tests above; NEGATIVE_Y are all k = -1."""
+    seen = {_reduction_case(a, b) for a in EDGE for b in EDGE}
+    assert seen == {(0, 0), (1, 0), (0, 1), (1, 1)}
+    assert all(a >> 64 == b >> 64 == 0 for a, b in NEGATIVE_Y)
+    assert {_reduction_case(a, b) for a, b in NEGATIVE_Y} == {(0, 1)}
+
+
+@pytest.mark.parametrize("func", ["gl_mul", "gl_mul_v050", "gl_mul_w5"])
+def test_mul_forms_on_negative_y(func: str) -> None:
+    got = device(func)
+    assert [got(a, b) for a, b in NEGATIVE_Y] == [gl64.s_mul(a, b) for a, b in NEGATIVE_Y]

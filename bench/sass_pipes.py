@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""SASS instructions by integer pipe and registers, per variant of gl_mul (issue #13); host only.
+
+    python3 bench/sass_pipes.py probe             # bench/sass_probe.cu: k_add, k_sub, k_mul, k_mul3
+    python3 bench/sass_pipes.py tus DIR           # every DIR/*/src/*.cu (`exps-codegen emit PK
+                                                  #   --keep-dir DIR`): per kernel and in total
+
+Variants: cur (templates/gen_common.cuh as it is), m050 (-DEXPS_GL_MUL_V050: gl_mul of emitter
+0.5.0), mw5 (-DEXPS_GL_MUL_W5); --variants picks. Compiles with nvcc -cubin -arch=sm_XX -O3
+(-Xptxas=-v for the registers) and reads cuobjdump -sass. Pipes as on the H100/H200: IMAD.WIDE and
+IMAD.HI the FMA-heavy half of the FMA pipe, other IMAD* (IMAD.X, IMAD.MOV, IMAD.IADD, ...) the FMA
+pipe, the rest (IADD3, SEL, SHF, LOP3, MOV, ...) ALU. `probe` leaves out loads, stores, constant
+loads and address arithmetic as bench/sass_count.sh does; `tus` counts whole kernels.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import math
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+VARIANTS = {"cur": [], "m050": ["-DEXPS_GL_MUL_V050"], "mw5": ["-DEXPS_GL_MUL_W5"]}
+_INS = re.compile(r"\s+/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_.]+)(.*)")
+_OVERHEAD = re.compile(r"^(LDC|S2R|ULDC|LDG|STG|EXIT|BRA)|^IMAD\.WIDE$")
+
+
+def compile_cubin(src: Path, out: Path, flags: list[str], arch: str) -> str:
+    argv = ["nvcc", "-cubin", f"-arch=sm_{arch}", "-O3", "-std=c++17", "-DGL64_PARTIALLY_REDUCED",
+            "-Xptxas=-v", *flags, "-I", str(REPO / "templates"), str(src), "-o", str(out)]
+    p = subprocess.run(argv, capture_output=True, text=True)
+    if p.returncode:
+        raise RuntimeError(f"{' '.join(argv)}:\n{p.stdout}{p.stderr}")
+    return p.stdout + p.stderr
+
+
+def registers(ptxas_log: str) -> tuple[dict[str, int], dict[str, int]]:
+    """({kernel: registers}, {kernel: spill-store bytes}) from ptxas -v."""
+    regs, spills, cur = {}, {}, None
+    for ln in ptxas_log.splitlines():
+        m = re.search(r"Compiling entry function '(\w+)'", ln) or re.search(r"Function properties for (\w+)", ln)
+        if m:
+            cur = m.group(1)
+        m = re.search(r"(\d+) bytes spill stores", ln)
+        if m and cur:
+            spills[cur] = int(m.group(1))
+        m = re.search(r"Used (\d+) registers", ln)
+        if m and cur:
+            regs[cur] = int(m.group(1))
+    return regs, spills
+
+
+def pipes(cubin: Path, skip_overhead: bool) -> dict[str, collections.Counter]:
+    text = subprocess.run(["cuobjdump", "-sass", str(cubin)], capture_output=True, text=True, check=True).stdout
+    res: dict[str, collections.Counter] = {}
+    name = None
+    for ln in text.splitlines():
+        if "Function :" in ln:
+            name = ln.split("Function :")[1].strip()
+            res[name] = collections.Counter()
+            continue
+        m = _INS.match(ln)
+        if not m or name is None or m.group(1).startswith("NOP"):
+            continue
+        op, rest = m.group(1), m.group(2)
+        # address arithmetic of the probe kernels: IMAD.WIDE Rd, Ri, 0x8 / 0x18 (element sizes)
+        if skip_overhead and (_OVERHEAD.match(op) and (not op.startswith("IMAD") or re.search(r", 0x(8|18),", rest))):
+            continue
+        c = res[name]
+        c["total"] += 1
+        if re.match(r"IMAD\.(WIDE|HI)", op):
+            c["fma"] += 1
+            c["heavy"] += 1
+        elif op.startswith("IMAD"):
+            c["fma"] += 1
+        else:
+            c["alu"] += 1
+            c["mov"] += op == "MOV"
+    return res
+
+
+def fmt(c: collections.Counter) -> str:
+    return f"{c['total']:6d} total  {c['alu']:6d} ALU ({c['mov']} MOV)  {c['fma']:6d} FMA  {c['heavy']:5d} FMA-heavy"
+
+
+def blocks_per_sm(regs: int, threads: int = 256) -> int:
+    """Resident 256-thread blocks per SM on sm_90 (65536 registers, 64 warps; 8-register granules)."""
+    return min(64 * 32 // threads, 65536 // (threads * math.ceil(max(regs, 1) / 8) * 8))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("what", choices=("probe", "tus"))
+    ap.add_argument("dir", nargs="?", help="tus: the --keep-dir of `exps-codegen emit`")
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--arch", default="90")
+    a = ap.parse_args(argv)
+    variants = a.variants.split(",")
+    with tempfile.TemporaryDirectory() as tmp:
+        if a.what == "probe":
+            for v in variants:
+                cub = Path(tmp) / f"{v}.cubin"
+                compile_cubin(REPO / "bench" / "sass_probe.cu", cub, VARIANTS[v], a.arch)
+                for fn, c in sorted(pipes(cub, True).items()):
+                    print(f"{v:5s} {fn:8s} {fmt(c)}")
+            return 0
+        if not a.dir:
+            ap.error("tus needs DIR")
+        tus = sorted(Path(a.dir).glob("*/src/*.cu"))
+        tot = {v: collections.Counter() for v in variants}
+        per = {v: {} for v in variants}
+        for tu in tus:
+            for v in variants:
+                cub = Path(tmp) / f"{v}_{tu.stem}.cubin"
+                regs, spills = registers(compile_cubin(tu, cub, VARIANTS[v], a.arch))
+                for fn, c in pipes(cub, False).items():
+                    per[v][(tu.stem, fn)] = (regs.get(fn, 0), c)
+                    tot[v].update(c)
+                    tot[v]["regs"] += regs.get(fn, 0)
+                    tot[v]["spill"] += spills.get(fn, 0)
+        base = variants[0]
+        for key in sorted(per[base]):
+            print(f"{key[0]} {key[1][-24:]}: " + " | ".join(
+                f"{v} {per[v][key][0]:3d} regs {per[v][key][1]['total']:5d} ins" for v in variants))
+        print(f"{len(per[base])} kernels in {len(tus)} TUs")
+        for v in variants:
+            print(f"{v:5s} {fmt(tot[v])}  registers summed {tot[v]['regs']}, spill stores {tot[v]['spill']} bytes")
+        for v in variants[1:]:
+            d = [per[v][k][0] - per[base][k][0] for k in per[base]]
+            occ = [blocks_per_sm(per[v][k][0]) - blocks_per_sm(per[base][k][0]) for k in per[base]]
+            print(f"{v} vs {base}: registers up in {sum(x > 0 for x in d)} kernels (at most +{max(d)}), down in "
+                  f"{sum(x < 0 for x in d)} (at most {min(d)}); 256-thread blocks per SM fewer in "
+                  f"{sum(x < 0 for x in occ)}, more in {sum(x > 0 for x in occ)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
