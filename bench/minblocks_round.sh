@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# A/B of the single Q kernel's register budget (issue #14): the small AIRs' kernels are compute-
+# bound at 0.7 issued warp instructions per scheduler with ~30% of cycles no warp eligible and an
+# occupancy limited by registers (Nsight Compute, bench/ncu_small.sh). Builds the keys matching
+# KEYS_RE with this tree and with copies whose single Q kernel is __launch_bounds__(256, B) for each
+# B in MINB (default "6 8": at most 40 / 32 registers), each with its own autotune, then
+# bench/run.py of every variant against this tree's build, same run. Usage:
+#   bash bench/minblocks_round.sh OUT     Limits (s): BUILD_S=120 BENCH_S=80 (each variant).
+set -uo pipefail
+OUT=${1:?usage: minblocks_round.sh OUT}
+. "$(dirname "$0")/round_env.sh"
+re=${KEYS_RE:-fibonacci|lookup|range_check|simple|sample|connection|diff_buses}
+keys=(); for pk in .pk/*/provingKey provingkey-sample; do [[ $pk =~ $re ]] && keys+=("$pk"); done
+dl=$(( $(date +%s) + ${BUILD_S:-120} ))
+for v in base ${MINB:-6 8}; do
+  t=/tmp/mb$v; rm -rf "$t"; mkdir -p "$t/tree"; cp -r codegen templates pyproject.toml "$t/tree/"
+  if [ $v != base ]; then
+    sed -i "s/^__global__ void __launch_bounds__(256)\$/__global__ void __launch_bounds__(256{% if single %}, $v{% endif %})/" "$t/tree/templates/q_chunks.cu.j2"
+    grep -q "{% if single %}, $v{% endif %}" "$t/tree/templates/q_chunks.cu.j2" || { echo "minb $v: not rewritten" | tee -a "$S"; exit 1; }
+  fi
+  i=0
+  for pk in "${keys[@]}"; do
+    d=$t/$i; mkdir -p "$d"; cp -r "$pk" "$d/pk"; find "$d/pk" -name '*.exps.so' -delete
+    (cd "$t/tree" && EXPS_CACHE_DIR=$t/cache PYTHONPATH="$t/tree:$PYTHONPATH" timeout $(( dl - $(date +%s) )) \
+      python3 -m codegen.cli build "$d/pk" --arch 90 -j 2 --build-dir "$d/b" > "$d/log" 2>&1 || echo "BUILD FAILED $v $pk") &
+    i=$(( i + 1 ))
+  done
+done
+wait
+for v in base ${MINB:-6 8}; do echo "$(el) $v built: $(find /tmp/mb$v -name '*.exps.so' | wc -l) .so" | tee -a "$S"; done
+airs=(); for a in ${AIRS:-U8Air Tiny Lookup0 Air1 FibonacciSquare SimpleRight RangeCheck1 Module MultiRangeCheck1 Connection1 RangeCheck4 Shared SpecifiedRanges}; do airs+=(--air "$a"); done
+for v in ${MINB:-6 8}; do
+  a=(); b=(); for d in /tmp/mb$v/[0-9]*; do n=$(basename $d); a+=(--pk $d/pk --build-dir $d/b); b+=(--before /tmp/mbbase/$n/pk --before-build-dir /tmp/mbbase/$n/b); done
+  mkdir -p "$OUT/minb$v"
+  timeout $(( ${BENCH_S:-80} + 20 )) python3 bench/run.py "${a[@]}" "${b[@]}" "${airs[@]}" --rows 22 --reps 5 --warmup 2 --no-smem \
+    --oracle-rows 10 --out "$OUT/minb$v" --budget-s ${BENCH_S:-80} 2>&1 | grep -E '^\||AIRs, before' > "$OUT/minb$v/table.md"
+  echo "$(el) minb $v: $(tail -1 "$OUT/minb$v/table.md")" | tee -a "$S"
+done
