@@ -23,11 +23,16 @@ SLOTS_CAP = 1 << 20
 
 @dataclass(frozen=True)
 class ExprKernel:
-    """A covered trace-domain expression: its IR, and whether it is the denominator of a dim-1
-    numerator (spec §4.3: MUL_INV then computes `u_i * dest0`)."""
+    """A covered trace-domain expression: its IR, whether it is the denominator of a dim-1
+    numerator (spec §4.3: MUL_INV then computes `u_i * dest0`), and whether a hint inverts it
+    (`inv`: the denominator of a hint pair, the only params the prover launches with MUL_INV /
+    WRITE_INV). An expression no hint inverts gets no inverse kernel of its own: a call in an
+    inverse mode runs its WRITE kernel into scratch and the key's generic inverse kernel over that
+    (the words are the same; it is slower, and the prover is not expected to make it)."""
 
     ir: KernelIR
     num1: bool
+    inv: bool = True
 
 
 @dataclass
@@ -94,12 +99,13 @@ def cover(si: StarkInfo, ei: ExpressionsInfo, cap: int | None = CAP, expr_cap: i
         lowered[e.exp_id] = r
     # a numerator's dim is its expression's bin destDim (the last step's dest), covered or not
     num = numerator_dims(ei, {e.exp_id: e.code[-1].dest.dim for e in ei.expressions if e.code})
+    inverted = {h.denominator[1] for h in ei.hints if h.denominator[0] == "tmp"}
     for exp_id, r in lowered.items():
         dims = num.get(exp_id, set())
         if r.out_dim == 3 and dims == {1, 3}:
             cov.skipped_exprs.append(Skip(exp_id, "denominator of numerators of both dims 1 and 3"))
             continue
-        cov.exprs.append(ExprKernel(r, num1=(r.out_dim == 3 and dims == {1})))
+        cov.exprs.append(ExprKernel(r, num1=(r.out_dim == 3 and dims == {1}), inv=exp_id in inverted))
     return cov
 
 
@@ -108,7 +114,7 @@ def coverage_to_json(cov: Coverage) -> dict:
     return {
         "air_skip": cov.air_skip,
         "q": ir_to_json(cov.q) if cov.q else None,
-        "exprs": [{"ir": ir_to_json(x.ir), "num1": x.num1} for x in cov.exprs],
+        "exprs": [{"ir": ir_to_json(x.ir), "num1": x.num1, "inv": x.inv} for x in cov.exprs],
         "skipped_exprs": [[s.exp_id, s.reason] for s in cov.skipped_exprs],
     }
 
@@ -117,6 +123,6 @@ def coverage_from_json(si: StarkInfo, d: dict) -> Coverage:
     from codegen.ir import ir_from_json
     cov = Coverage(si, air_skip=d["air_skip"])
     cov.q = ir_from_json(d["q"]) if d["q"] else None
-    cov.exprs = [ExprKernel(ir_from_json(x["ir"]), bool(x["num1"])) for x in d["exprs"]]
+    cov.exprs = [ExprKernel(ir_from_json(x["ir"]), bool(x["num1"]), bool(x.get("inv", True))) for x in d["exprs"]]
     cov.skipped_exprs = [Skip(int(a), str(b)) for a, b in d["skipped_exprs"]]
     return cov

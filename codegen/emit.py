@@ -302,22 +302,35 @@ def launch_table(ks: KernelSource, tu_ops: int = TU_OPS) -> dict:
     exprs = []
     for g, idx in enumerate(x_groups):
         for i in idx:
-            e = _i(ks.exprs[i].ir.exp_id)
+            x = ks.exprs[i]
+            e = _i(x.ir.exp_id)
             exprs.append({"exp_id": e, "lib": lib[f"{key}_x{g}.cu"],
                           "sym": kernel_symbol(f"{key}_x_e{e}_k", X_PARAMS),
-                          "sym_inv": kernel_symbol(f"{key}_x_e{e}_ki", X_PARAMS), "host": f"{key}_x_e{e}_h"})
+                          "sym_inv": kernel_symbol(f"{key}_x_e{e}_ki", X_PARAMS) if x.inv else "",
+                          "host": f"{key}_x_e{e}_h", "vdim": _i(x.ir.out_dim), "num1": int(x.num1)})
     exprs.sort(key=lambda x: int(x["exp_id"]))
     if len({x["exp_id"] for x in exprs}) != len(exprs):
         raise ValueError(f"kernel {key}: two expression kernels of one expId")
-    return {"tus": tus, "q": q, "exprs": exprs}
+    g = generic_inverse_group(ks, tu_ops)
+    inv = None if g is None else {"lib": lib[f"{key}_x{g}.cu"], "sym": kernel_symbol(f"{key}_x_inv_k", X_PARAMS),
+                                  "host": f"{key}_x_inv_h"}
+    return {"tus": tus, "q": q, "exprs": exprs, "inv": inv}
+
+
+def generic_inverse_group(ks: KernelSource, tu_ops: int = TU_OPS) -> int | None:
+    """The expression group whose TU holds the key's generic inverse kernel (`<key>_x_inv_k`, for
+    the inverse modes of the expressions with no `_ki` of their own): the first group with such an
+    expression; None when every expression has its own (or there is none)."""
+    _, x_groups = _part_names(ks, tu_ops)
+    return next((g for g, idx in enumerate(x_groups) if any(not ks.exprs[i].inv for i in idx)), None)
 
 
 def tu_kernels(ks: KernelSource, tu_ops: int = TU_OPS) -> dict[str, list[str]]:
     """{device TU name: symbols of the kernels its fatbin must hold} (the build's name check)."""
     t = launch_table(ks, tu_ops)
     out: dict[str, list[str]] = {n: [] for n in t["tus"]}
-    for k in (*t["q"], *t["exprs"]):
-        out[t["tus"][k["lib"]]].extend([k["sym"], k["sym_inv"]] if "sym_inv" in k else [k["sym"]])
+    for k in (*t["q"], *t["exprs"], *([t["inv"]] if t["inv"] else [])):
+        out[t["tus"][k["lib"]]].extend(n for n in (k["sym"], k.get("sym_inv")) if n)
     return out
 
 
@@ -329,7 +342,7 @@ def render_abi(ks: KernelSource, tu_ops: int = TU_OPS) -> str:
     t = launch_table(ks, tu_ops)
     pl = ks.plan
     return env().get_template("abi.cpp.j2").render(
-        key=ks.key, abi_header=ABI_HEADER, tus=t["tus"], q=t["q"], exprs=t["exprs"],
+        key=ks.key, abi_header=ABI_HEADER, tus=t["tus"], q=t["q"], exprs=t["exprs"], inv=t["inv"],
         total_slots=_i(pl.total_slots), min_scratch=_i(pl.min_scratch),
         emitter_version=EMITTER_VERSION, source_hash=ks.source_hash,
         hash_offset=len("exps-codegen-id:") + len(EMITTER_VERSION) + 1)
@@ -367,6 +380,7 @@ def render_parts(ks: KernelSource, tu_ops: int = TU_OPS) -> dict[str, str]:
         raise ValueError(f"kernel key {key!r:.80} is not a C identifier of at most 220 characters")
     files: dict[str, str] = {}
     q_groups, x_groups = _part_names(ks, tu_ops)
+    inv_group = generic_inverse_group(ks, tu_ops)
     out_c = len(ir.ops) - 1
     for g, idx in enumerate(q_groups):
         read = _read(ir)
@@ -378,9 +392,9 @@ def render_parts(ks: KernelSource, tu_ops: int = TU_OPS) -> dict[str, str]:
     for g, idx in enumerate(x_groups):
         exprs = [{"exp_id": _i(ks.exprs[i].ir.exp_id), "lines": expr_body(ks.exprs[i].ir),
                   "result": result_c(ks.exprs[i].ir), "vdim": ks.exprs[i].ir.out_dim,
-                  "num1": int(ks.exprs[i].num1)} for i in idx]
+                  "num1": int(ks.exprs[i].num1), "inv": bool(ks.exprs[i].inv)} for i in idx]
         files[f"{key}_x{g}.cu"] = e.get_template("exprs.cu.j2").render(
-            key=key, group=g, exprs=exprs, header=COMMON_HEADER)
+            key=key, group=g, exprs=exprs, header=COMMON_HEADER, generic_inv=g == inv_group)
     return files
 
 

@@ -30,8 +30,11 @@ struct exps_x_kernel {
     uint64_t exp_id;
     unsigned lib;
     const char* name;        // the mangled name of <key>_x_e<expId>_k (WRITE)
-    const char* name_inv;    // ... of <key>_x_e<expId>_ki (MUL_INV, WRITE_INV: batched inverses)
+    const char* name_inv;    // ... of <key>_x_e<expId>_ki (MUL_INV, WRITE_INV: batched inverses); 0:
+                             // none (no hint inverts it): the generic inverse kernel over its values
     exps_x_host host;
+    unsigned vdim;           // the value's dim (1, 3)
+    unsigned num1;           // the denominator of a dim-1 numerator (spec §4.3)
 };
 
 struct exps_desc {
@@ -49,6 +52,9 @@ struct exps_desc {
     const exps_x_kernel* x;              // n_x entries, by exp_id (0 when none)
     unsigned n_libs;                     // device TUs
     const unsigned char* const* fatbins; // n_libs fatbins (0 in the host check)
+    unsigned inv_lib;                    // the generic inverse kernel <key>_x_inv_k: its device TU,
+    const char* inv_name;                // its symbol (0: the kernel has none, every expression has a _ki)
+    exps_x_host inv_host;
 };
 
 extern const exps_desc exps_kernel __attribute__((visibility("hidden")));

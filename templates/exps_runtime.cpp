@@ -88,6 +88,17 @@ int launch_x(const Loaded*, const exps_x_kernel* x, uint64_t grid, XArgs& a, exp
             a.destExpr);
     return 1;
 }
+int launch_inv(const Loaded*, uint64_t grid, XArgs& a, exps_stream_t) {
+    (void)grid;
+    D.inv_host(a.P, a.dest, a.N, a.destDomain, a.o1, a.o2, a.o3, a.mode, a.scalar, a.stagePos, a.destDim,
+               a.destExpr);
+    return 1;
+}
+int exps_tmp_alloc(void** p, uint64_t bytes, exps_stream_t) {
+    *p = malloc(bytes);
+    return *p != 0;
+}
+void exps_tmp_free(void* p, exps_stream_t) { free(p); }
 uint64_t single_grid(const Loaded*, uint64_t NExt) { return NExt; }   // the host form loops every row
 uint64_t exps_topup(uint64_t, uint64_t given, uint64_t, void** own, exps_stream_t) {
     *own = 0;
@@ -99,7 +110,8 @@ void exps_topup_free(void*, exps_stream_t) {}
 struct Loaded {
     cudaLibrary_t* libs;     // n_libs
     cudaKernel_t* q;         // n_chunks
-    cudaKernel_t* x;         // 2 n_x: expression i's WRITE kernel at 2 i, its inverse modes' at 2 i + 1
+    cudaKernel_t* x;         // 2 n_x: expression i's WRITE kernel at 2 i, its inverse modes' at 2 i + 1 (or 0)
+    cudaKernel_t inv;        // the generic inverse kernel (0: none)
 };
 
 pthread_mutex_t g_load_mu = PTHREAD_MUTEX_INITIALIZER;   // (no C++ exception can cross the C ABI)
@@ -150,8 +162,14 @@ const Loaded* load_locked() {
     }
     for (uint64_t i = 0; e == cudaSuccess && i < 2 * D.n_x; ++i) {
         const exps_x_kernel& k = D.x[i / 2];
+        if (i % 2 && !k.name_inv) continue;
         e = cudaLibraryGetKernel(&x[i], libs[k.lib], i % 2 ? k.name_inv : k.name);
         what = "finding an expression kernel (cudaLibraryGetKernel)";
+    }
+    cudaKernel_t inv = 0;
+    if (e == cudaSuccess && D.inv_name) {
+        e = cudaLibraryGetKernel(&inv, libs[D.inv_lib], D.inv_name);
+        what = "finding the generic inverse kernel (cudaLibraryGetKernel)";
     }
     if (e != cudaSuccess) {
         say(g_said_load, what, e);
@@ -166,6 +184,7 @@ const Loaded* load_locked() {
     l->libs = libs;
     l->q = q;
     l->x = x;
+    l->inv = inv;
     return l;
 }
 
@@ -205,6 +224,21 @@ int launch_x(const Loaded* l, const exps_x_kernel* x, uint64_t grid, XArgs& a, e
                     &a.stagePos, &a.destDim, &a.destExpr};
     return launch(l->x[2 * (x - D.x) + (a.mode != 0)], grid, args, stream);
 }
+
+int launch_inv(const Loaded* l, uint64_t grid, XArgs& a, exps_stream_t stream) {
+    void* args[] = {&a.P, &a.dest, &a.N, &a.destDomain, &a.o1, &a.o2, &a.o3, &a.mode, &a.scalar,
+                    &a.stagePos, &a.destDim, &a.destExpr};
+    return launch(l->inv, grid, args, stream);
+}
+
+// Scratch of a call, stream-ordered (as the Q top-up): no other launch can see it.
+int exps_tmp_alloc(void** p, uint64_t bytes, exps_stream_t stream) {
+    if (cudaMallocAsync(p, bytes, stream) == cudaSuccess) return 1;
+    say(g_said_launch, "allocating scratch for an inverse (cudaMallocAsync)", cudaGetLastError());
+    *p = 0;
+    return 0;
+}
+void exps_tmp_free(void* p, exps_stream_t stream) { (void)cudaFreeAsync(p, stream); }
 
 // Blocks of 256 threads of kernel k the current device holds at once (SMs x resident blocks at
 // the kernel's registers), asked once per device; 512 if the runtime cannot tell. Only the
@@ -284,6 +318,31 @@ void exps_topup_free(void* own, exps_stream_t stream) {
 }
 #endif
 
+// An inverse mode of an expression with no `_ki` (no hint inverts it; the prover is not expected to
+// call this): its WRITE kernel stores the values row-major into scratch of this call, then the
+// key's generic inverse kernel inverts and stores them as `_ki` would (the same words). 0 when
+// the scratch cannot be had (said on stderr) or a launch failed.
+int launch_saved_inverse(const Loaded* l, const exps_x_kernel* x, uint64_t grid, XArgs& a, exps_stream_t stream) {
+    if (!D.inv_name && !D.inv_host) return 0;   // (a table always has it when an expression lacks _ki)
+    void* v = 0;
+    if (!exps_tmp_alloc(&v, a.N * x->vdim * 8ull, stream)) return 0;
+    XArgs w = a;
+    w.dest = (uint64_t*)v;
+    w.mode = 0;
+    w.destDomain = a.N;
+    w.stagePos = 0;
+    w.destDim = x->vdim;
+    w.destExpr = 1;
+    int ok = launch_x(l, x, (a.N + 255) / 256, w, stream);
+    XArgs g = a;
+    g.o1 = (uint64_t)(uintptr_t)v;
+    g.o2 = x->vdim;
+    g.o3 = x->num1;
+    ok = ok && launch_inv(l, grid, g, stream);
+    exps_tmp_free(v, stream);
+    return ok;
+}
+
 }  // namespace
 
 extern "C" {
@@ -345,7 +404,9 @@ EXPS_EXPORT int exps_launch_expr(unsigned long long expId, StepsParams* P, uint6
     if (!l) return 0;
     XArgs a = {P, dest, N, destDomain, off_cm1, off_cm2, off_cm3, mode, scalar, stagePos, destDim, destExpr};
     const uint64_t rows = 256ull * (mode == 0 || D.inv_rows < 1 ? 1u : D.inv_rows);   // per block
-    return launch_x(l, x, (N + rows - 1) / rows, a, stream);   // N <= 2^39 rows: < 2^31 blocks
+    const uint64_t grid = (N + rows - 1) / rows;   // N <= 2^39 rows: < 2^31 blocks
+    if (mode == 0 || x->name_inv) return launch_x(l, x, grid, a, stream);
+    return launch_saved_inverse(l, x, grid, a, stream);
 }
 
 // Identity of this kernel; `exps-codegen status` reads it from the .so to tell current from stale.

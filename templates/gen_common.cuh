@@ -580,4 +580,11 @@ EXPS_HD void exps_x_inv_thread(const ExpsCtx& X, uint64_t blk, unsigned tx, uint
     if (n) exps_inv_finish(B, n, dest, row0, vdim, num1, mode, scalar, destDomain, stagePos, destDim, destExpr);
 }
 
+// Row functions of the generic inverse kernel (exprs.cu.j2 `<key>_x_inv_k`): an expression's values
+// as its WRITE kernel stored them, row-major (destExpr 1, destDim = the value's dim), at X.cst.
+EXPS_HD gl3 exps_saved_row1(const ExpsCtx& X, uint64_t row) { return gl3_make(X.cst[row], 0, 0); }
+EXPS_HD gl3 exps_saved_row3(const ExpsCtx& X, uint64_t row) {
+    return gl3_make(X.cst[3 * row], X.cst[3 * row + 1], X.cst[3 * row + 2]);
+}
+
 #endif  // EXPS_GEN_COMMON_CUH

@@ -133,10 +133,17 @@ def test_file_names_chunked_large() -> None:
     assert tu_kernels(ks) == {
         "k_large_q0.cu": [kernel_symbol(f"k_large_q_c{c}_k", Q_PARAMS) for c in range(15)],
         "k_large_q1_x0.cu": [kernel_symbol(f"k_large_q_c{c}_k", Q_PARAMS) for c in range(15, 22)]
-        + [kernel_symbol(f"k_large_x_e{e}_{k}", X_PARAMS) for e, _, _ in x for k in ("k", "ki")]}
-    # every expression's two kernels (WRITE, the inverse modes), by name, in its table entry
-    assert all(f'"{kernel_symbol(f"k_large_x_e{e}_k", X_PARAMS)}", "{kernel_symbol(f"k_large_x_e{e}_ki", X_PARAMS)}"'
-               in r["k_large_abi.cpp"] for e, _, _ in x)
+        + [kernel_symbol(f"k_large_x_e{xk.ir.exp_id}_{k}", X_PARAMS) for xk in sorted(ks.exprs, key=lambda xk: xk.ir.exp_id)
+           for k in (("k", "ki") if xk.inv else ("k",))]
+        + [kernel_symbol("k_large_x_inv_k", X_PARAMS)]}
+    # an expression some hint inverts has its own inverse kernel; the others (44 and 68 are the
+    # sample Large's hint denominators) share the key's generic inverse kernel
+    assert sorted(xk.ir.exp_id for xk in ks.exprs if xk.inv) == [44, 68]
+    abi = r["k_large_abi.cpp"]
+    for xk in ks.exprs:
+        e, w, i = xk.ir.exp_id, kernel_symbol(f"k_large_x_e{xk.ir.exp_id}_k", X_PARAMS), kernel_symbol(f"k_large_x_e{xk.ir.exp_id}_ki", X_PARAMS)
+        assert (f'"{w}", "{i}", ' if xk.inv else f'"{w}", 0, ') in abi, e
+    assert f'1u, "{kernel_symbol("k_large_x_inv_k", X_PARAMS)}", EXPS_HOST_FORM(k_large_x_inv_h),' in abi
 
 
 def test_file_names_small_tu_limit() -> None:

@@ -449,3 +449,26 @@ def test_host_check_at_the_tuners_chunking(which: str, tmp_path: Path) -> None:
     q_words, checks, words = _expected_counts(si, cov)
     n_ext = min(max(1 << si.n_bits_ext, 1024), 1 << 13)
     assert (res.q_words, res.expr_checks, res.expr_words) == (3 * 3 * n_ext, checks, words)
+
+
+def test_generic_inverse_kernel_runs_the_inverse_modes_of_uninverted_expressions() -> None:
+    """Medium's expressions that no hint inverts have no `_ki` kernel: a MUL_INV / WRITE_INV call of
+    one runs its WRITE kernel into scratch and the key's generic inverse kernel over it (the
+    launcher's fallback). The host check runs those calls against the oracle like every other;
+    a read one word off in the generic kernel fails exactly those calls."""
+    p, si, cov, si_json, ei_json = _medium()
+    ks = hostcheck.kernel_source(p.key, cov)
+    cold = sorted(x.ir.exp_id for x in cov.exprs if not x.inv)
+    hot = sorted(x.ir.exp_id for x in cov.exprs if x.inv)
+    dens = sorted({h.denominator[1] for h in load_air(p.starkinfo, p.expressions)[1].hints
+                   if h.denominator[0] == "tmp"} & {x.ir.exp_id for x in cov.exprs})
+    assert hot == dens and cold and len(cold) + len(hot) == len(cov.exprs)
+    files = render(ks)
+    [name] = [k for k, t in files.items() if k.endswith(".cu") and f"void {p.key}_x_inv_h(" in t]
+    good = "X.cst = (const uint64_t*)o1;\n    for"
+    assert files[name].count(good) == 1
+    assert _check_text(files, si, si_json, ei_json, ks).mismatches == []
+    res = _check_text({**files, name: files[name].replace(good, good.replace("o1;", "o1 + 1;"))},
+                      si, si_json, ei_json, ks)
+    assert res.mismatches and all(("MUL_INV" in m or "WRITE_INV" in m) for m in res.mismatches)
+    assert {int(m.split()[1]) for m in res.mismatches} == set(cold)
