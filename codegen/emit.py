@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -175,6 +176,8 @@ class KernelSource:
     passes: bool = True
     q_in: KernelIR | None = field(default=None, init=False)
     pass_stats: PassStats | None = field(default=None, init=False)
+    _q_parts: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    _x_parts: list | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.q_in = self.q
@@ -186,6 +189,52 @@ class KernelSource:
             n = self.plan.n_chunks
             self.q = q
             self.plan = plan(q, -(-len(q.ops) // n) if n > 1 else 0)
+
+
+#: the name of a Q chunk kernel's per-row function, `k<digest>_q_c<chunk>` (its kernel `..._k`, its
+#: host form `..._h`), and of an expression's, `k<digest>_x_e<expId>`: the digest is of what the
+#: template makes of the kernel (`kernel_name`), never the kernel key, so identical kernels of two
+#: AIRs are identical text and their TUs one object-cache entry, compiled once (issue #15)
+Q_KERNEL_RE = re.compile(r"k[0-9a-f]{16}_q_c(\d+)_k")
+X_KERNEL_RE = re.compile(r"k[0-9a-f]{16}_x_e(\d+)_k")
+
+
+def kernel_name(kind: str, n: int, fields: list) -> str:
+    """`k<16 hex digits>_<kind><n>`: the digest is sha256 over `kind`, `n` and `fields`, every
+    input of the kernel's template text other than its name (its body lines, result, dims, store
+    flags; for a Q chunk whether it is the last, the plan's single-kernel flag, the output). Two
+    kernels of one `.so` never share a name: `n` (chunk index, expId) is unique in it."""
+    d = hashlib.sha256(json.dumps([kind, n, fields], separators=(",", ":")).encode()).hexdigest()
+    return f"k{d[:16]}_{kind}{_i(n)}"
+
+
+def q_part(ks: KernelSource, c: int) -> dict:
+    """Chunk `c` of `ks` as q_chunks.cu.j2 renders it: index, lines, last, kname (cached)."""
+    got = ks._q_parts.get(c)
+    if got is None:
+        ir, pl = ks.q, ks.plan
+        if "read" not in ks._q_parts:
+            ks._q_parts["read"] = _read(ir)
+        last = c == pl.n_chunks - 1
+        lines = chunk_body(ir, pl, c, ks._q_parts["read"])
+        got = {"index": c, "lines": lines, "last": last,
+               "kname": kernel_name("q_c", c, [lines, last, pl.n_chunks == 1, f"v{len(ir.ops) - 1}",
+                                               ir.out_dim])}
+        ks._q_parts[c] = got
+    return got
+
+
+def x_parts(ks: KernelSource) -> list[dict]:
+    """The expressions of `ks` (in `ks.exprs` order) as exprs.cu.j2 renders them (cached)."""
+    if ks._x_parts is None:
+        out = []
+        for x in ks.exprs:
+            d = {"exp_id": _i(x.ir.exp_id), "lines": expr_body(x.ir), "result": result_c(x.ir),
+                 "vdim": x.ir.out_dim, "num1": int(x.num1)}
+            d["kname"] = kernel_name("x_e", x.ir.exp_id, [d["lines"], d["result"], d["vdim"], d["num1"]])
+            out.append(d)
+        ks._x_parts = out
+    return ks._x_parts
 
 
 def _env() -> jinja2.Environment:
@@ -296,14 +345,15 @@ def launch_table(ks: KernelSource, tu_ops: int = TU_OPS) -> dict:
     q = [None] * ks.plan.n_chunks
     for g, idx in enumerate(q_groups):
         for c in idx:
-            q[c] = {"lib": lib[f"{key}_q{g}.cu"], "sym": kernel_symbol(f"{key}_q_c{_i(c)}_k", Q_PARAMS),
-                    "host": f"{key}_q_c{_i(c)}_h"}
+            n = q_part(ks, c)["kname"]
+            q[c] = {"lib": lib[f"{key}_q{g}.cu"], "sym": kernel_symbol(f"{n}_k", Q_PARAMS), "host": f"{n}_h"}
     exprs = []
+    xs = x_parts(ks)
     for g, idx in enumerate(x_groups):
         for i in idx:
-            e = _i(ks.exprs[i].ir.exp_id)
-            exprs.append({"exp_id": e, "lib": lib[f"{key}_x{g}.cu"],
-                          "sym": kernel_symbol(f"{key}_x_e{e}_k", X_PARAMS), "host": f"{key}_x_e{e}_h"})
+            n = xs[i]["kname"]
+            exprs.append({"exp_id": xs[i]["exp_id"], "lib": lib[f"{key}_x{g}.cu"],
+                          "sym": kernel_symbol(f"{n}_k", X_PARAMS), "host": f"{n}_h"})
     exprs.sort(key=lambda x: int(x["exp_id"]))
     if len({x["exp_id"] for x in exprs}) != len(exprs):
         raise ValueError(f"kernel {key}: two expression kernels of one expId")
@@ -366,19 +416,15 @@ def render_parts(ks: KernelSource, tu_ops: int = TU_OPS) -> dict[str, str]:
     files: dict[str, str] = {}
     q_groups, x_groups = _part_names(ks, tu_ops)
     out_c = len(ir.ops) - 1
+    # the device templates get no kernel key: a part's text is its content only (kernel_name)
     for g, idx in enumerate(q_groups):
-        read = _read(ir)
-        chunks = [{"index": c, "lines": chunk_body(ir, pl, c, read), "last": c == pl.n_chunks - 1}
-                  for c in idx]
         files[f"{key}_q{g}.cu"] = e.get_template("q_chunks.cu.j2").render(
-            key=key, chunks=chunks, single=pl.n_chunks == 1, out=f"v{out_c}",
+            chunks=[q_part(ks, c) for c in idx], single=pl.n_chunks == 1, out=f"v{out_c}",
             out_dim=ir.out_dim, header=COMMON_HEADER)
+    xs = x_parts(ks) if x_groups else []
     for g, idx in enumerate(x_groups):
-        exprs = [{"exp_id": _i(ks.exprs[i].ir.exp_id), "lines": expr_body(ks.exprs[i].ir),
-                  "result": result_c(ks.exprs[i].ir), "vdim": ks.exprs[i].ir.out_dim,
-                  "num1": int(ks.exprs[i].num1)} for i in idx]
         files[f"{key}_x{g}.cu"] = e.get_template("exprs.cu.j2").render(
-            key=key, group=g, exprs=exprs, header=COMMON_HEADER)
+            group=g, exprs=[xs[i] for i in idx], header=COMMON_HEADER)
     return files
 
 
@@ -422,9 +468,6 @@ def render_probe(ks: KernelSource, chunks: list[int]) -> dict[str, str]:
     chunks of a plan with many: their ptxas reports stand for the rest)."""
     e = env()
     ir, pl = ks.q, ks.plan
-    read = _read(ir)
-    body = [{"index": c, "lines": chunk_body(ir, pl, c, read), "last": c == pl.n_chunks - 1}
-            for c in sorted(set(chunks))]
     return {f"{ks.key}_qprobe.cu": e.get_template("q_chunks.cu.j2").render(
-        key=ks.key, chunks=body, single=pl.n_chunks == 1, out=f"v{len(ir.ops) - 1}",
-        out_dim=ir.out_dim, header=COMMON_HEADER)}
+        chunks=[q_part(ks, c) for c in sorted(set(chunks))], single=pl.n_chunks == 1,
+        out=f"v{len(ir.ops) - 1}", out_dim=ir.out_dim, header=COMMON_HEADER)}

@@ -21,7 +21,7 @@ typedef void (*exps_x_host)(const StepsParams*, uint64_t*, uint64_t, uint64_t, u
 // One Q chunk kernel, in launch order.
 struct exps_q_kernel {
     unsigned lib;            // its device TU: index into exps_desc::fatbins
-    const char* name;        // its symbol in that fatbin (the mangled name of <key>_q_c<c>_k)
+    const char* name;        // its symbol in that fatbin (the mangled name of k<digest>_q_c<c>_k)
     exps_q_host host;
 };
 
@@ -29,7 +29,7 @@ struct exps_q_kernel {
 struct exps_x_kernel {
     uint64_t exp_id;
     unsigned lib;
-    const char* name;        // the mangled name of <key>_x_e<expId>_k
+    const char* name;        // the mangled name of k<digest>_x_e<expId>_k
     exps_x_host host;
 };
 

@@ -23,7 +23,7 @@ from codegen.sample import synth
 from require import require, requires
 from codegen.discover import discover
 from codegen.emit import (OP_C, Q_PARAMS, STORE_OPS, TU_OPS, X_PARAMS, ExprKernel, KernelSource, chunk_body,
-                          device_tus, kernel_symbol, pack, render, render_parts, tu_kernels)
+                          device_tus, kernel_symbol, pack, q_part, render, render_parts, tu_kernels, x_parts)
 from codegen.ir import KernelIR, Leaf, Op, Val, lower
 from codegen.coverage import cover
 from codegen.model import CmPol, Expression, Operand, StarkInfo, Step, load_air, parse_expressionsinfo, \
@@ -121,8 +121,8 @@ def test_file_names_chunked_large() -> None:
     assert r == {"k_large_q0.cu": files["k_large_q0.cu"],
                  "k_large_q1_x0.cu": files["k_large_q1.cu"] + files["k_large_x0.cu"],
                  "k_large_abi.cpp": r["k_large_abi.cpp"]}
-    assert re.findall(r"EXPS_HD void k_large_q_c(\d+)\(", files["k_large_q0.cu"]) == [str(c) for c in range(15)]
-    assert re.findall(r"EXPS_HD void k_large_q_c(\d+)\(", files["k_large_q1.cu"]) == [str(c) for c in range(15, 22)]
+    assert re.findall(r"EXPS_HD void k[0-9a-f]{16}_q_c(\d+)\(", files["k_large_q0.cu"]) == [str(c) for c in range(15)]
+    assert re.findall(r"EXPS_HD void k[0-9a-f]{16}_q_c(\d+)\(", files["k_large_q1.cu"]) == [str(c) for c in range(15, 22)]
     # the launch table lists every chunk kernel in launch order, each in its device TU's fatbin
     q, x = _table(r["k_large_abi.cpp"])
     assert q == [(0 if c < 15 else 1, str(c)) for c in range(22)]
@@ -130,10 +130,12 @@ def test_file_names_chunked_large() -> None:
     assert all(lib == 1 and str(e) == s for e, lib, s in x)
     assert '.incbin \\"f0.fatbin\\"' in r["k_large_abi.cpp"] and '.incbin \\"f1.fatbin\\"' in r["k_large_abi.cpp"]
     assert "f2.fatbin" not in r["k_large_abi.cpp"]
+    qn = [q_part(ks, c)["kname"] for c in range(22)]
+    xn = {int(d["exp_id"]): d["kname"] for d in x_parts(ks)}
     assert tu_kernels(ks) == {
-        "k_large_q0.cu": [kernel_symbol(f"k_large_q_c{c}_k", Q_PARAMS) for c in range(15)],
-        "k_large_q1_x0.cu": [kernel_symbol(f"k_large_q_c{c}_k", Q_PARAMS) for c in range(15, 22)]
-        + [kernel_symbol(f"k_large_x_e{e}_k", X_PARAMS) for e, _, _ in x]}
+        "k_large_q0.cu": [kernel_symbol(f"{qn[c]}_k", Q_PARAMS) for c in range(15)],
+        "k_large_q1_x0.cu": [kernel_symbol(f"{qn[c]}_k", Q_PARAMS) for c in range(15, 22)]
+        + [kernel_symbol(f"{xn[e]}_k", X_PARAMS) for e, _, _ in x]}
 
 
 def test_file_names_small_tu_limit() -> None:
@@ -147,7 +149,7 @@ def test_file_names_small_tu_limit() -> None:
     # x groups: consecutive expressions, every one exactly once, at most 40 ops unless alone
     seen, group_of = [], {}
     for g in xn:
-        ids = [int(i) for i in re.findall(r"EXPS_HD gl3 k_medium_x_e(\d+)\(", files[f"k_medium_x{g}.cu"])]
+        ids = [int(i) for i in re.findall(r"EXPS_HD gl3 k[0-9a-f]{16}_x_e(\d+)\(", files[f"k_medium_x{g}.cu"])]
         ops = sum(len(x.ir.ops) for x in ks.exprs if x.ir.exp_id in ids)
         assert ops <= 40 or len(ids) == 1
         seen += ids

@@ -338,7 +338,8 @@ def test_flipped_num1_in_rendered_text_is_detected() -> None:
     files = render(ks)
     [name] = [k for k in files if "_x" in k]
     one = [x for x in cov.exprs if x.num1][0].ir.exp_id
-    call = f"exps_store(dest, row, {p.key}_x_e{one}(X, row), 3, 1, mode,"
+    [kname] = [d["kname"] for d in emit.x_parts(ks) if d["exp_id"] == str(one)]
+    call = f"exps_store(dest, row, {kname}(X, row), 3, 1, mode,"
     assert files[name].count(call) == 2          # device kernel and host loop
     res = _check_text({**files, name: files[name].replace(call, call.replace(", 3, 1, ", ", 3, 0, "))},
                       si, si_json, ei_json, ks)

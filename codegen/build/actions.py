@@ -31,8 +31,8 @@ from codegen.build.autotune import (MAX_PROBES, MAX_REGS, TuneResult, candidate_
                                      estimated_regs, first_probe, tune, tune_arch)
 from codegen.build.cache import ObjectCache, atomic_write
 from codegen.build.heartbeat import Heartbeat
-from codegen.emit import (COMMON_FILES, RUNTIME, TEMPLATES, TU_OPS, KernelSource, device_tus, render,
-                          render_probe, source_hash, tu_kernels)
+from codegen.emit import (COMMON_FILES, Q_KERNEL_RE, RUNTIME, TEMPLATES, TU_OPS, KernelSource, device_tus,
+                          render, render_probe, source_hash, tu_kernels)
 from codegen.coverage import CAP, EXPR_CAP, SLOTS_CAP, Coverage, cover, coverage_from_json, coverage_to_json
 from codegen.ir import KernelIR
 from codegen.model import ModelError, load_air
@@ -233,16 +233,19 @@ def compile_kernel(src: Path, files: list[str], kernels: dict[str, list[str]], o
 
 
 def chunk_stats(key: str, pl: Plan, reports: list[dict]) -> tuple[list[int], int]:
-    """Per chunk kernel: max registers over archs; total spill bytes of the Q kernels."""
+    """Per chunk kernel: max registers over archs; total spill bytes of the Q kernels. `reports`
+    are those of kernel `key`'s TUs (or probes): its Q chunk kernels are the names of the form
+    `emit.Q_KERNEL_RE` (their digest is of their content, not of `key`)."""
     regs = [0] * pl.n_chunks
     spills = 0
     for rep in reports:
         for name, per_arch in rep.items():
-            for c in range(pl.n_chunks):
-                if f"{key}_q_c{c}_k" in name:
-                    for st in per_arch.values():
-                        regs[c] = max(regs[c], int(st.get("registers", 0)))
-                        spills += int(st.get("spill_stores", 0)) + int(st.get("spill_loads", 0))
+            m = Q_KERNEL_RE.search(name)
+            if m and int(m[1]) < pl.n_chunks:
+                c = int(m[1])
+                for st in per_arch.values():
+                    regs[c] = max(regs[c], int(st.get("registers", 0)))
+                    spills += int(st.get("spill_stores", 0)) + int(st.get("spill_loads", 0))
     return regs, spills
 
 
