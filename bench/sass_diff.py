@@ -6,7 +6,7 @@ launch path must leave the device code of every kernel as it was; no GPU needed)
 
 Every `*.exps.so` under AFTER_DIR is matched to the one at the same relative path under BEFORE_DIR;
 `cuobjdump -sass` of each is cut into functions (`Function : <name>` to the next), per arch, and
-the instruction text compared (addresses and encodings included). Exit 1 on any difference or a
+the instruction text compared (addresses and encodings included; runs of blanks count as one). Exit 1 on any difference or a
 function present on one side only. `--names`: a kernel is matched by its kind and number only
 (`<key>_q_c<c>_k` before emitter 0.6.0's content names, `k<digest>_q_c<c>_k` after; `_x_e<expId>_k`
 alike), in function names and in the instruction text.
@@ -29,7 +29,8 @@ def unnamed(text: str) -> str:
 
 
 def functions(so: Path, names: bool = False) -> dict[tuple[str, str], str]:
-    """{(arch, function name): SASS text} of a .so (cuobjdump -sass)."""
+    """{(arch, function name): SASS text} of a .so (cuobjdump -sass); trailing blank lines are not
+    the function's (the last function of a fatbin is followed by one more when another follows)."""
     out = subprocess.run([shutil.which("cuobjdump") or "cuobjdump", "-sass", str(so)], capture_output=True,
                          text=True, check=True).stdout
     out = unnamed(out) if names else out
@@ -40,17 +41,17 @@ def functions(so: Path, names: bool = False) -> dict[tuple[str, str], str]:
             arch = m[1]
         if m := re.match(r"\s*Function : (\S+)", line):
             if name is not None:
-                funcs[(arch, name)] = "\n".join(body)
+                funcs[(arch, name)] = "\n".join(body).rstrip()
             name, body = m[1], []
             continue
         if name is not None:
             if line.startswith("Fatbin ") or line.startswith("====="):
-                funcs[(arch, name)] = "\n".join(body)
+                funcs[(arch, name)] = "\n".join(body).rstrip()
                 name, body = None, []
-            else:
-                body.append(line)
+            else:   # runs of blanks collapsed: cuobjdump pads columns to its cubin's widest line
+                body.append(" ".join(line.split()))
     if name is not None:
-        funcs[(arch, name)] = "\n".join(body)
+        funcs[(arch, name)] = "\n".join(body).rstrip()
     return funcs
 
 

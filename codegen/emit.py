@@ -34,6 +34,9 @@ TU_OPS = 4000
 #: what one trace-domain expression weighs in a TU besides its ops: its store modes (both inverses,
 #: inlined in its kernel) cost ptxas about as much as this many Q ops
 STORE_OPS = 100
+#: what one more nvcc run costs, in Q ops compiled: ~0.25 s CPU for a TU of no work (the
+#: preprocessing of gen_common.cuh and cuda_runtime.h, cicc's start) vs ~7 ms per Q op (issue #15)
+TU_FIXED_OPS = 40
 
 OP_C = {
     ("add", "11"): "gl_add({a}, {b})",
@@ -174,6 +177,10 @@ class KernelSource:
     exprs: list[ExprKernel] = field(default_factory=list)
     source_hash: str = ""
     passes: bool = True
+    #: the Q chunks an autotune probe of this plan compiled as `cc` compiles them (the same text
+    #: and options: actions.act_tune): they are the first device TU, alone, so that its compile is
+    #: an object-cache hit; the other chunks and the expressions are packed after it as usual
+    probed: tuple[int, ...] | None = None
     q_in: KernelIR | None = field(default=None, init=False)
     pass_stats: PassStats | None = field(default=None, init=False)
     _q_parts: dict = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -283,7 +290,9 @@ def render(ks: KernelSource, tu_ops: int = TU_OPS) -> dict[str, str]:
     kernel is ONE device TU, `<key>_q0_x0.cu`: one nvcc run instead of three (issue #15); a large one
     keeps its parts apart (`<key>_q<k>.cu`, ...), so its compiles run in parallel and stay linear in
     ops. The device TUs are compiled device code only (`nvcc -fatbin`); the table, data only, embeds
-    their fatbins; the launcher that reads it (`RUNTIME`) is the same file for every kernel."""
+    their fatbins; the launcher that reads it (`RUNTIME`) is the same file for every kernel.
+    With `ks.probed` the chunks an autotune probe compiled are the part `<key>_q0.cu`, a TU of its
+    own (the probe's text); the other chunks and the expressions follow (e.g. `<key>_q1_x0.cu`)."""
     parts = render_parts(ks, tu_ops)
     groups = _tu_groups(ks, tu_ops)
     files = {_tu_name(ks.key, g): "".join(parts[n] for n in g) for g in groups}
@@ -310,20 +319,46 @@ def kernel_symbol(name: str, params: str) -> str:
     return f"_Z{len(name)}{name}{params}"
 
 
-def _part_names(ks: KernelSource, tu_ops: int) -> tuple[list[list[int]], list[list[int]]]:
-    q_groups = _groups([b - a for a, b in ks.plan.chunks], tu_ops)
+_KS = object()   # (a default: the KernelSource's own `probed`)
+
+
+def _part_names(ks: KernelSource, tu_ops: int, probed=_KS) -> tuple[list[list[int]], list[list[int]]]:
+    sizes = [b - a for a, b in ks.plan.chunks]
+    probed = ks.probed if probed is _KS else probed
+    if probed is None:
+        q_groups = _groups(sizes, tu_ops)
+    else:
+        first = sorted(set(probed))
+        if not first or not all(isinstance(c, int) and 0 <= c < len(sizes) for c in first):
+            raise ValueError(f"kernel {ks.key}: probed chunks {probed!r} are not chunks of its plan")
+        rest = [c for c in range(len(sizes)) if c not in set(first)]
+        q_groups = [first] + [[rest[i] for i in g] for g in _groups([sizes[c] for c in rest], tu_ops)]
     x_groups = _groups([len(x.ir.ops) for x in ks.exprs], tu_ops) if ks.exprs else []
     return q_groups, x_groups
 
 
-def _tu_groups(ks: KernelSource, tu_ops: int) -> list[list[str]]:
+def _tu_groups(ks: KernelSource, tu_ops: int, probed=_KS) -> list[list[str]]:
     """The part names of each device TU (`pack`'s grouping by weight; no text needed)."""
-    q_groups, x_groups = _part_names(ks, tu_ops)
+    probed = ks.probed if probed is _KS else probed
+    q_groups, x_groups = _part_names(ks, tu_ops, probed)
     weights = {f"{ks.key}_q{g}.cu": sum(b - a for a, b in (ks.plan.chunks[c] for c in idx))
                for g, idx in enumerate(q_groups)}
     weights.update({f"{ks.key}_x{g}.cu": sum(len(ks.exprs[i].ir.ops) + STORE_OPS for i in idx)
                     for g, idx in enumerate(x_groups)})
-    return _pack_groups(list(weights), weights, tu_ops)
+    names = list(weights)
+    if probed is not None:      # the probe's chunks: a TU of their own (the probe's text)
+        return [names[:1]] + _pack_groups(names[1:], weights, tu_ops)
+    return _pack_groups(names, weights, tu_ops)
+
+
+def probed_pays(ks: KernelSource, tu_ops: int = TU_OPS) -> bool:
+    """Whether `ks.probed` saves compile work: the ops of the probed chunks (their compile is an
+    object-cache hit) outweigh the nvcc runs the layout adds (`TU_FIXED_OPS` each)."""
+    if ks.probed is None:
+        return False
+    extra = len(_tu_groups(ks, tu_ops)) - len(_tu_groups(ks, tu_ops, probed=None))
+    ops = sum(b - a for a, b in (ks.plan.chunks[c] for c in set(ks.probed)))
+    return ops > extra * TU_FIXED_OPS
 
 
 def _tu_name(key: str, group: list[str]) -> str:

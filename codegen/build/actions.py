@@ -32,7 +32,7 @@ from codegen.build.autotune import (MAX_PROBES, MAX_REGS, TuneResult, candidate_
 from codegen.build.cache import ObjectCache, atomic_write
 from codegen.build.heartbeat import Heartbeat
 from codegen.emit import (COMMON_FILES, Q_KERNEL_RE, RUNTIME, TEMPLATES, TU_OPS, KernelSource, device_tus,
-                          render, render_probe, source_hash, tu_kernels)
+                          probed_pays, render, render_probe, source_hash, tu_kernels)
 from codegen.coverage import CAP, EXPR_CAP, SLOTS_CAP, Coverage, cover, coverage_from_json, coverage_to_json
 from codegen.ir import KernelIR
 from codegen.model import ModelError, load_air
@@ -317,6 +317,12 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
             cache = ObjectCache()
             arch = tune_arch(archs)
             opts = toolchain.CompileOptions((arch,), extra_flags=HIDDEN, mode="cubin")
+            # when the tune arch is the only target, a probe compiles its chunks as cc will (`-c
+            # -fatbin`, the same options; no more ptxas work than `-cubin`): when that plan wins,
+            # emit makes those chunks a TU of their own with the probe's text (KernelSource.probed),
+            # which cc then takes from the object cache
+            as_cc = archs == [arch]
+            probed: dict[int, list[int]] = {}
             final = None      # (ops per chunk, device TU) of a first probe compiled as cc will
             if content is not None and settings is not None and archs == [arch] and len(q.ops) <= TU_OPS:
                 c0, sure = first_probe(q, candidate_plans(q, slots_cap)[0])
@@ -340,14 +346,19 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
                         return chunk_stats(key, ks.plan, [r for _, r, _ in got.values()])
                     if len(reps) < ks.plan.n_chunks:
                         sampled[pl.ops_per_chunk] = reps
+                    if as_cc:
+                        probed[pl.ops_per_chunk] = reps
                     tus = stage_sources(render_probe(ks, reps), sub)
-                    got = compile_tus(tus, sub / "obj", opts, cache, launcher)
+                    got = compile_tus(tus, sub / "obj", compile_options(archs) if as_cc else opts, cache,
+                                      launcher)
                     regs, spills = chunk_stats(key, ks.plan, [r for _, r, _ in got.values()])
                     return fill_unprobed(ks.q, ks.plan, regs, reps), spills
 
                 res = tune(q, compile_plan, slots_cap=slots_cap)
                 res.arch = arch
                 doc["sampled"] = {str(k): v for k, v in sorted(sampled.items())}
+                # (none when the chosen plan was the first probe, compiled as the kernel's whole TU)
+                doc["probed"] = None if res.skip else probed.get(res.ops_per_chunk)
             shutil.rmtree(work_dir, ignore_errors=True)
         doc.update(res.to_json())
         _write_json(Path(out), doc)
@@ -376,7 +387,10 @@ def act_emit(key: str, ir_json: str, tune_json: str, src_dir: str, manifest: str
             assert cov.q is not None
             pl = plan(cov.q, int(t["ops_per_chunk"]))
             sh = source_hash(content, settings)
-            ks = KernelSource(key, cov.q, pl, cov.exprs, sh)
+            pr = t.get("probed")
+            ks = KernelSource(key, cov.q, pl, cov.exprs, sh, probed=None if pr is None else tuple(pr))
+            if not probed_pays(ks):     # (a few ops: not worth another nvcc run)
+                ks.probed = None
             files = render(ks)
             pl = ks.plan          # after the IR passes: what the .so runs (chunks, slots, scratch)
             stage_sources(files, src)
