@@ -183,8 +183,9 @@ class KernelSource:
     probed: tuple[int, ...] | None = None
     q_in: KernelIR | None = field(default=None, init=False)
     pass_stats: PassStats | None = field(default=None, init=False)
+    # what q_part / x_parts made of (q, plan) and exprs (made again when either is replaced)
     _q_parts: dict = field(default_factory=dict, init=False, repr=False, compare=False)
-    _x_parts: list | None = field(default=None, init=False, repr=False, compare=False)
+    _x_parts: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.q_in = self.q
@@ -217,6 +218,8 @@ def kernel_name(kind: str, n: int, fields: list) -> str:
 
 def q_part(ks: KernelSource, c: int) -> dict:
     """Chunk `c` of `ks` as q_chunks.cu.j2 renders it: index, lines, last, kname (cached)."""
+    if ks._q_parts.get("of") != (id(ks.q), id(ks.plan)):
+        ks._q_parts = {"of": (id(ks.q), id(ks.plan))}
     got = ks._q_parts.get(c)
     if got is None:
         ir, pl = ks.q, ks.plan
@@ -233,15 +236,16 @@ def q_part(ks: KernelSource, c: int) -> dict:
 
 def x_parts(ks: KernelSource) -> list[dict]:
     """The expressions of `ks` (in `ks.exprs` order) as exprs.cu.j2 renders them (cached)."""
-    if ks._x_parts is None:
+    of = (id(ks.exprs), len(ks.exprs), *map(id, ks.exprs))
+    if ks._x_parts is None or ks._x_parts[0] != of:
         out = []
         for x in ks.exprs:
             d = {"exp_id": _i(x.ir.exp_id), "lines": expr_body(x.ir), "result": result_c(x.ir),
                  "vdim": x.ir.out_dim, "num1": int(x.num1)}
             d["kname"] = kernel_name("x_e", x.ir.exp_id, [d["lines"], d["result"], d["vdim"], d["num1"]])
             out.append(d)
-        ks._x_parts = out
-    return ks._x_parts
+        ks._x_parts = (of, out)
+    return ks._x_parts[1]
 
 
 def _env() -> jinja2.Environment:
