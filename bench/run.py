@@ -171,7 +171,7 @@ def kernel_info(build_dir: Path | None, key: str, min_scratch: int | None) -> Ke
         regs: dict[int, int] = {}
         for rep in (_read_json(kd / "objs.json").get("reports") or {}).values():
             for fn, per_arch in rep.items():
-                m = re.search(re.escape(key) + r"_q_c(\d+)_k", fn)
+                m = re.search(r"k[0-9a-f]{16}_q_c(\d+)_k", fn) or re.search(re.escape(key) + r"_q_c(\d+)_k", fn)
                 if m:
                     for st in per_arch.values():
                         regs[int(m[1])] = max(regs.get(int(m[1]), 0), int(st.get("registers", 0)))

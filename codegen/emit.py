@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,9 @@ TU_OPS = 4000
 #: what one trace-domain expression weighs in a TU besides its ops: its store modes (both inverses,
 #: inlined in its kernel) cost ptxas about as much as this many Q ops
 STORE_OPS = 100
+#: what one more nvcc run costs, in Q ops compiled: ~0.25 s CPU for a TU of no work (the
+#: preprocessing of gen_common.cuh and cuda_runtime.h, cicc's start) vs ~7 ms per Q op (issue #15)
+TU_FIXED_OPS = 40
 
 OP_C = {
     ("add", "11"): "gl_add({a}, {b})",
@@ -173,8 +177,15 @@ class KernelSource:
     exprs: list[ExprKernel] = field(default_factory=list)
     source_hash: str = ""
     passes: bool = True
+    #: the Q chunks an autotune probe of this plan compiled as `cc` compiles them (the same text
+    #: and options: actions.act_tune): they are the first device TU, alone, so that its compile is
+    #: an object-cache hit; the other chunks and the expressions are packed after it as usual
+    probed: tuple[int, ...] | None = None
     q_in: KernelIR | None = field(default=None, init=False)
     pass_stats: PassStats | None = field(default=None, init=False)
+    # what q_part / x_parts made of (q, plan) and exprs (made again when either is replaced)
+    _q_parts: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    _x_parts: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.q_in = self.q
@@ -186,6 +197,55 @@ class KernelSource:
             n = self.plan.n_chunks
             self.q = q
             self.plan = plan(q, -(-len(q.ops) // n) if n > 1 else 0)
+
+
+#: the name of a Q chunk kernel's per-row function, `k<digest>_q_c<chunk>` (its kernel `..._k`, its
+#: host form `..._h`), and of an expression's, `k<digest>_x_e<expId>`: the digest is of what the
+#: template makes of the kernel (`kernel_name`), never the kernel key, so identical kernels of two
+#: AIRs are identical text and their TUs one object-cache entry, compiled once (issue #15)
+Q_KERNEL_RE = re.compile(r"k[0-9a-f]{16}_q_c(\d+)_k")
+X_KERNEL_RE = re.compile(r"k[0-9a-f]{16}_x_e(\d+)_k")
+
+
+def kernel_name(kind: str, n: int, fields: list) -> str:
+    """`k<16 hex digits>_<kind><n>`: the digest is sha256 over `kind`, `n` and `fields`, every
+    input of the kernel's template text other than its name (its body lines, result, dims, store
+    flags; for a Q chunk whether it is the last, the plan's single-kernel flag, the output). Two
+    kernels of one `.so` never share a name: `n` (chunk index, expId) is unique in it."""
+    d = hashlib.sha256(json.dumps([kind, n, fields], separators=(",", ":")).encode()).hexdigest()
+    return f"k{d[:16]}_{kind}{_i(n)}"
+
+
+def q_part(ks: KernelSource, c: int) -> dict:
+    """Chunk `c` of `ks` as q_chunks.cu.j2 renders it: index, lines, last, kname (cached)."""
+    if ks._q_parts.get("of") != (id(ks.q), id(ks.plan)):
+        ks._q_parts = {"of": (id(ks.q), id(ks.plan))}
+    got = ks._q_parts.get(c)
+    if got is None:
+        ir, pl = ks.q, ks.plan
+        if "read" not in ks._q_parts:
+            ks._q_parts["read"] = _read(ir)
+        last = c == pl.n_chunks - 1
+        lines = chunk_body(ir, pl, c, ks._q_parts["read"])
+        got = {"index": c, "lines": lines, "last": last,
+               "kname": kernel_name("q_c", c, [lines, last, pl.n_chunks == 1, f"v{len(ir.ops) - 1}",
+                                               ir.out_dim])}
+        ks._q_parts[c] = got
+    return got
+
+
+def x_parts(ks: KernelSource) -> list[dict]:
+    """The expressions of `ks` (in `ks.exprs` order) as exprs.cu.j2 renders them (cached)."""
+    of = (id(ks.exprs), len(ks.exprs), *map(id, ks.exprs))
+    if ks._x_parts is None or ks._x_parts[0] != of:
+        out = []
+        for x in ks.exprs:
+            d = {"exp_id": _i(x.ir.exp_id), "lines": expr_body(x.ir), "result": result_c(x.ir),
+                 "vdim": x.ir.out_dim, "num1": int(x.num1), "inv": bool(x.inv)}
+            d["kname"] = kernel_name("x_e", x.ir.exp_id, [d["lines"], d["result"], d["vdim"], d["num1"], d["inv"]])
+            out.append(d)
+        ks._x_parts = (of, out)
+    return ks._x_parts[1]
 
 
 def _env() -> jinja2.Environment:
@@ -234,7 +294,9 @@ def render(ks: KernelSource, tu_ops: int = TU_OPS) -> dict[str, str]:
     kernel is ONE device TU, `<key>_q0_x0.cu`: one nvcc run instead of three (issue #15); a large one
     keeps its parts apart (`<key>_q<k>.cu`, ...), so its compiles run in parallel and stay linear in
     ops. The device TUs are compiled device code only (`nvcc -fatbin`); the table, data only, embeds
-    their fatbins; the launcher that reads it (`RUNTIME`) is the same file for every kernel."""
+    their fatbins; the launcher that reads it (`RUNTIME`) is the same file for every kernel.
+    With `ks.probed` the chunks an autotune probe compiled are the part `<key>_q0.cu`, a TU of its
+    own (the probe's text); the other chunks and the expressions follow (e.g. `<key>_q1_x0.cu`)."""
     parts = render_parts(ks, tu_ops)
     groups = _tu_groups(ks, tu_ops)
     files = {_tu_name(ks.key, g): "".join(parts[n] for n in g) for g in groups}
@@ -261,20 +323,46 @@ def kernel_symbol(name: str, params: str) -> str:
     return f"_Z{len(name)}{name}{params}"
 
 
-def _part_names(ks: KernelSource, tu_ops: int) -> tuple[list[list[int]], list[list[int]]]:
-    q_groups = _groups([b - a for a, b in ks.plan.chunks], tu_ops)
+_KS = object()   # (a default: the KernelSource's own `probed`)
+
+
+def _part_names(ks: KernelSource, tu_ops: int, probed=_KS) -> tuple[list[list[int]], list[list[int]]]:
+    sizes = [b - a for a, b in ks.plan.chunks]
+    probed = ks.probed if probed is _KS else probed
+    if probed is None:
+        q_groups = _groups(sizes, tu_ops)
+    else:
+        first = sorted(set(probed))
+        if not first or not all(isinstance(c, int) and 0 <= c < len(sizes) for c in first):
+            raise ValueError(f"kernel {ks.key}: probed chunks {probed!r} are not chunks of its plan")
+        rest = [c for c in range(len(sizes)) if c not in set(first)]
+        q_groups = [first] + [[rest[i] for i in g] for g in _groups([sizes[c] for c in rest], tu_ops)]
     x_groups = _groups([len(x.ir.ops) for x in ks.exprs], tu_ops) if ks.exprs else []
     return q_groups, x_groups
 
 
-def _tu_groups(ks: KernelSource, tu_ops: int) -> list[list[str]]:
+def _tu_groups(ks: KernelSource, tu_ops: int, probed=_KS) -> list[list[str]]:
     """The part names of each device TU (`pack`'s grouping by weight; no text needed)."""
-    q_groups, x_groups = _part_names(ks, tu_ops)
+    probed = ks.probed if probed is _KS else probed
+    q_groups, x_groups = _part_names(ks, tu_ops, probed)
     weights = {f"{ks.key}_q{g}.cu": sum(b - a for a, b in (ks.plan.chunks[c] for c in idx))
                for g, idx in enumerate(q_groups)}
     weights.update({f"{ks.key}_x{g}.cu": sum(len(ks.exprs[i].ir.ops) + STORE_OPS for i in idx)
                     for g, idx in enumerate(x_groups)})
-    return _pack_groups(list(weights), weights, tu_ops)
+    names = list(weights)
+    if probed is not None:      # the probe's chunks: a TU of their own (the probe's text)
+        return [names[:1]] + _pack_groups(names[1:], weights, tu_ops)
+    return _pack_groups(names, weights, tu_ops)
+
+
+def probed_pays(ks: KernelSource, tu_ops: int = TU_OPS) -> bool:
+    """Whether `ks.probed` saves compile work: the ops of the probed chunks (their compile is an
+    object-cache hit) outweigh the nvcc runs the layout adds (`TU_FIXED_OPS` each)."""
+    if ks.probed is None:
+        return False
+    extra = len(_tu_groups(ks, tu_ops)) - len(_tu_groups(ks, tu_ops, probed=None))
+    ops = sum(b - a for a, b in (ks.plan.chunks[c] for c in set(ks.probed)))
+    return ops > extra * TU_FIXED_OPS
 
 
 def _tu_name(key: str, group: list[str]) -> str:
@@ -297,28 +385,29 @@ def launch_table(ks: KernelSource, tu_ops: int = TU_OPS) -> dict:
     q = [None] * ks.plan.n_chunks
     for g, idx in enumerate(q_groups):
         for c in idx:
-            q[c] = {"lib": lib[f"{key}_q{g}.cu"], "sym": kernel_symbol(f"{key}_q_c{_i(c)}_k", Q_PARAMS),
-                    "host": f"{key}_q_c{_i(c)}_h"}
+            n = q_part(ks, c)["kname"]
+            q[c] = {"lib": lib[f"{key}_q{g}.cu"], "sym": kernel_symbol(f"{n}_k", Q_PARAMS), "host": f"{n}_h"}
     exprs = []
+    xs = x_parts(ks)
     for g, idx in enumerate(x_groups):
         for i in idx:
-            x = ks.exprs[i]
-            e = _i(x.ir.exp_id)
-            exprs.append({"exp_id": e, "lib": lib[f"{key}_x{g}.cu"],
-                          "sym": kernel_symbol(f"{key}_x_e{e}_k", X_PARAMS),
-                          "sym_inv": kernel_symbol(f"{key}_x_e{e}_ki", X_PARAMS) if x.inv else "",
-                          "host": f"{key}_x_e{e}_h", "vdim": _i(x.ir.out_dim), "num1": int(x.num1)})
+            x, n = ks.exprs[i], xs[i]["kname"]
+            exprs.append({"exp_id": xs[i]["exp_id"], "lib": lib[f"{key}_x{g}.cu"],
+                          "sym": kernel_symbol(f"{n}_k", X_PARAMS),
+                          "sym_inv": kernel_symbol(f"{n}_ki", X_PARAMS) if x.inv else "",
+                          "host": f"{n}_h", "vdim": _i(x.ir.out_dim), "num1": int(x.num1)})
     exprs.sort(key=lambda x: int(x["exp_id"]))
     if len({x["exp_id"] for x in exprs}) != len(exprs):
         raise ValueError(f"kernel {key}: two expression kernels of one expId")
     g = generic_inverse_group(ks, tu_ops)
-    inv = None if g is None else {"lib": lib[f"{key}_x{g}.cu"], "sym": kernel_symbol(f"{key}_x_inv_k", X_PARAMS),
-                                  "host": f"{key}_x_inv_h"}
+    inv = None if g is None else {"lib": lib[f"{key}_x{g}.cu"], "sym": kernel_symbol("exps_x_inv_k", X_PARAMS),
+                                  "host": "exps_x_inv_h"}
     return {"tus": tus, "q": q, "exprs": exprs, "inv": inv}
 
 
 def generic_inverse_group(ks: KernelSource, tu_ops: int = TU_OPS) -> int | None:
-    """The expression group whose TU holds the key's generic inverse kernel (`<key>_x_inv_k`, for
+    """The expression group whose TU holds the kernel's generic inverse kernel (`exps_x_inv_k`, the
+    same text in every kernel that has one: one name, as a content name would be; for
     the inverse modes of the expressions with no `_ki` of their own): the first group with such an
     expression; None when every expression has its own (or there is none)."""
     _, x_groups = _part_names(ks, tu_ops)
@@ -382,19 +471,15 @@ def render_parts(ks: KernelSource, tu_ops: int = TU_OPS) -> dict[str, str]:
     q_groups, x_groups = _part_names(ks, tu_ops)
     inv_group = generic_inverse_group(ks, tu_ops)
     out_c = len(ir.ops) - 1
+    # the device templates get no kernel key: a part's text is its content only (kernel_name)
     for g, idx in enumerate(q_groups):
-        read = _read(ir)
-        chunks = [{"index": c, "lines": chunk_body(ir, pl, c, read), "last": c == pl.n_chunks - 1}
-                  for c in idx]
         files[f"{key}_q{g}.cu"] = e.get_template("q_chunks.cu.j2").render(
-            key=key, chunks=chunks, single=pl.n_chunks == 1, out=f"v{out_c}",
+            chunks=[q_part(ks, c) for c in idx], single=pl.n_chunks == 1, out=f"v{out_c}",
             out_dim=ir.out_dim, header=COMMON_HEADER)
+    xs = x_parts(ks) if x_groups else []
     for g, idx in enumerate(x_groups):
-        exprs = [{"exp_id": _i(ks.exprs[i].ir.exp_id), "lines": expr_body(ks.exprs[i].ir),
-                  "result": result_c(ks.exprs[i].ir), "vdim": ks.exprs[i].ir.out_dim,
-                  "num1": int(ks.exprs[i].num1), "inv": bool(ks.exprs[i].inv)} for i in idx]
         files[f"{key}_x{g}.cu"] = e.get_template("exprs.cu.j2").render(
-            key=key, group=g, exprs=exprs, header=COMMON_HEADER, generic_inv=g == inv_group)
+            group=g, exprs=[xs[i] for i in idx], header=COMMON_HEADER, generic_inv=g == inv_group)
     return files
 
 
@@ -438,9 +523,6 @@ def render_probe(ks: KernelSource, chunks: list[int]) -> dict[str, str]:
     chunks of a plan with many: their ptxas reports stand for the rest)."""
     e = env()
     ir, pl = ks.q, ks.plan
-    read = _read(ir)
-    body = [{"index": c, "lines": chunk_body(ir, pl, c, read), "last": c == pl.n_chunks - 1}
-            for c in sorted(set(chunks))]
     return {f"{ks.key}_qprobe.cu": e.get_template("q_chunks.cu.j2").render(
-        key=ks.key, chunks=body, single=pl.n_chunks == 1, out=f"v{len(ir.ops) - 1}",
-        out_dim=ir.out_dim, header=COMMON_HEADER)}
+        chunks=[q_part(ks, c) for c in sorted(set(chunks))], single=pl.n_chunks == 1,
+        out=f"v{len(ir.ops) - 1}", out_dim=ir.out_dim, header=COMMON_HEADER)}

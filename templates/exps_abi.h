@@ -21,7 +21,7 @@ typedef void (*exps_x_host)(const StepsParams*, uint64_t*, uint64_t, uint64_t, u
 // One Q chunk kernel, in launch order.
 struct exps_q_kernel {
     unsigned lib;            // its device TU: index into exps_desc::fatbins
-    const char* name;        // its symbol in that fatbin (the mangled name of <key>_q_c<c>_k)
+    const char* name;        // its symbol in that fatbin (the mangled name of k<digest>_q_c<c>_k)
     exps_q_host host;
 };
 
@@ -29,8 +29,8 @@ struct exps_q_kernel {
 struct exps_x_kernel {
     uint64_t exp_id;
     unsigned lib;
-    const char* name;        // the mangled name of <key>_x_e<expId>_k (WRITE)
-    const char* name_inv;    // ... of <key>_x_e<expId>_ki (MUL_INV, WRITE_INV: batched inverses); 0:
+    const char* name;        // the mangled name of k<digest>_x_e<expId>_k (WRITE)
+    const char* name_inv;    // ... of k<digest>_x_e<expId>_ki (MUL_INV, WRITE_INV: batched inverses); 0:
                              // none (no hint inverts it): the generic inverse kernel over its values
     exps_x_host host;
     unsigned vdim;           // the value's dim (1, 3)
@@ -52,7 +52,7 @@ struct exps_desc {
     const exps_x_kernel* x;              // n_x entries, by exp_id (0 when none)
     unsigned n_libs;                     // device TUs
     const unsigned char* const* fatbins; // n_libs fatbins (0 in the host check)
-    unsigned inv_lib;                    // the generic inverse kernel <key>_x_inv_k: its device TU,
+    unsigned inv_lib;                    // the generic inverse kernel exps_x_inv_k: its device TU,
     const char* inv_name;                // its symbol (0: the kernel has none, every expression has a _ki)
     exps_x_host inv_host;
 };

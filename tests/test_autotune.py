@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from codegen.build import autotune as at
-from codegen.build.actions import act_ir, act_tune
+from codegen.build.actions import act_ir, act_tune, load_coverage
 from codegen.coverage import cover
+from codegen.emit import KernelSource
 from codegen.model import load_air
 from codegen.plan import plan
 from require import requires
@@ -204,12 +205,63 @@ def test_small_kernel_first_probe_is_its_final_compile(tmp_path, monkeypatch):
     assert json.loads((tmp_path / "k" / "objs.json").read_text())["hits"] == 1
     cc = log.read_text().splitlines()[1:]     # cc compiled no device TU: the launcher (and the table,
     assert [x.split()[-3].rsplit("/", 1)[-1] for x in cc] == ["exps_runtime.cpp"]   # never via a launcher)
-    # another target arch list (or no content to hash): probes are device code only, cc compiles
+    assert json.loads(tune_json.read_text())["probed"] is None
+    # no content to hash: the probe of the single kernel compiles its chunk as cc would (`-c
+    # -fatbin`, the one target) and tune.json says so; but 39 ops are not worth another nvcc run
+    # (emit.probed_pays): emit keeps the kernel one TU
     log.unlink()
     assert act_tune("tiny", str(ir_json), str(tune_json), str(tmp_path / "probe"), [90], None,
                     launcher=[str(launcher)])
     [probe] = log.read_text().splitlines()
+    assert " -c -fatbin " in probe and "code=sm_90" in probe and probe.split()[-3].endswith("/tiny_qprobe.cu")
+    t = json.loads(tune_json.read_text())
+    assert t["probed"] == [0] and t["ops_per_chunk"] == 0
+    assert act_emit("tiny", str(ir_json), str(tune_json), str(man.parent / "src"), str(man), content, settings)
+    assert json.loads(man.read_text())["files"].keys() == {"tiny_q0_x0.cu", "tiny_abi.cpp"}
+    # another target arch list: probes are device code only, for the tune arch (test_progress.py)
+    log.unlink()
+    assert act_tune("tiny", str(ir_json), str(tune_json), str(tmp_path / "probe"), [80, 90], None,
+                    launcher=[str(launcher)], content=content, settings=settings)
+    [probe] = log.read_text().splitlines()
     assert " -cubin " in probe and probe.split()[-3].endswith("/tiny_qprobe.cu")
+    assert json.loads(tune_json.read_text())["probed"] is None
+
+
+@needs_nvcc
+def test_chosen_probe_is_ccs_first_device_tu(tmp_path, monkeypatch):
+    """Issue #15: Shared (154 Q ops) probes three plans, each compiled as cc compiles (`-c -fatbin`,
+    sm_90 the only target); the chosen one is not the first probe, so its chunks (`probed` in
+    tune.json) become a device TU of their own with the probe's text: cc takes it from the object
+    cache and compiles only the expressions' TU."""
+    from codegen.build.actions import act_cc, act_emit
+    from codegen.emit import probed_pays, render_probe
+    monkeypatch.setenv("EXPS_CACHE_DIR", str(tmp_path / "cache"))
+    shared = SAMPLE / "Rec/airs/Shared/recursive1/Shared"
+    log = tmp_path / "calls.log"
+    launcher = tmp_path / "count.sh"
+    launcher.write_text(f'#!/bin/sh\necho "$*" >> {log}\nexec "$@"\n')
+    launcher.chmod(0o755)
+    ir_json, tune_json, man = tmp_path / "ir.json", tmp_path / "tune.json", tmp_path / "k" / "manifest.json"
+    content, settings = "d" * 64, {"cap": 0, "expr_cap": 0, "slots_cap": 1 << 20}
+    act_ir("sh", f"{shared}.starkinfo.json", f"{shared}.expressionsinfo.json", str(ir_json), [])
+    assert act_tune("sh", str(ir_json), str(tune_json), str(tmp_path / "probe"), [90], None,
+                    launcher=[str(launcher)], content=content, settings=settings)
+    t = json.loads(tune_json.read_text())
+    probes = log.read_text().splitlines()
+    # (96 and 128 ops per chunk are the same 2-chunk plan after the IR passes: one compile)
+    assert 2 <= len(probes) <= len(t["probes"]) and all(" -c -fatbin " in p for p in probes)
+    assert t["ops_per_chunk"] != t["probes"][0]["ops_per_chunk"] and t["probed"], t
+    assert act_emit("sh", str(ir_json), str(tune_json), str(man.parent / "src"), str(man), content, settings)
+    assert json.loads(man.read_text())["files"].keys() == {"sh_q0.cu", "sh_x0.cu", "sh_abi.cpp"}
+    _, cov = load_coverage(str(ir_json))
+    ks = KernelSource("sh", cov.q, plan(cov.q, t["ops_per_chunk"]), cov.exprs, "0" * 64, probed=tuple(t["probed"]))
+    assert probed_pays(ks)
+    assert (man.parent / "src" / "sh_q0.cu").read_text() == render_probe(ks, t["probed"])["sh_qprobe.cu"]
+    log.unlink()
+    assert act_cc("sh", str(man), str(tmp_path / "k" / "obj"), str(tmp_path / "k" / "objs.json"), [90], [], [],
+                  launcher=[str(launcher)])
+    assert json.loads((tmp_path / "k" / "objs.json").read_text())["hits"] == 1
+    assert [x.split()[-3].rsplit("/", 1)[-1] for x in log.read_text().splitlines()] == ["sh_x0.cu", "exps_runtime.cpp"]
 
 
 @needs_nvcc
@@ -294,7 +346,9 @@ def test_filled_registers_choose_as_the_true_ones_on_the_samples_large() -> None
 @requires("nvcc")
 def test_large_plans_probe_device_code_of_representatives_only(tmp_path) -> None:
     """The sample's Large (5,394 Q ops): every probe of a plan of more than PROBE_SAMPLE + 2
-    chunks compiles one TU of PROBE_SAMPLE chunk kernels with -cubin; tune.json records which."""
+    chunks compiles one TU of PROBE_SAMPLE chunk kernels (for sm_90, the only target: as cc
+    compiles, `-c -fatbin`); tune.json records which, and the chosen plan's are `probed`: emit
+    makes them a TU of their own, the probe's text, so cc finds its object in the cache."""
     import os
     from codegen.build.actions import PROBE_SAMPLE
     rel = ROOT / "provingkey-sample/synth/Basic/airs/Large/air/Large"
@@ -313,7 +367,16 @@ def test_large_plans_probe_device_code_of_representatives_only(tmp_path) -> None
     t = json.loads((tmp_path / "tune.json").read_text())
     calls = log.read_text().splitlines()
     assert len(calls) == len(t["probes"]) >= 2
-    assert all(" -cubin " in c and "-arch=sm_90" in c and "k_qprobe.cu" in c for c in calls), calls
+    assert all(" -c -fatbin " in c and "arch=compute_90,code=sm_90" in c and "k_qprobe.cu" in c
+               for c in calls), calls
     assert set(t["sampled"]) == {str(p["ops_per_chunk"]) for p in t["probes"]}
     assert all(len(v) == PROBE_SAMPLE for v in t["sampled"].values())
     assert t["ops_per_chunk"] in {p["ops_per_chunk"] for p in t["probes"] if p["spills"] == 0}
+    assert t["probed"] == t["sampled"][str(t["ops_per_chunk"])]
+    # the probe's text is the first device TU of what emit writes for the chosen plan
+    from codegen.emit import render, render_probe
+    _, cov = load_coverage(str(tmp_path / "ir.json"))
+    ks = KernelSource("k", cov.q, plan(cov.q, t["ops_per_chunk"]), cov.exprs, "0" * 64, probed=tuple(t["probed"]))
+    files = render(ks)
+    assert files["k_q0.cu"] == render_probe(ks, t["probed"])["k_qprobe.cu"]
+    assert sorted(files)[1:] and all(n not in files for n in ("k_q0_x0.cu", "k_q0_q1.cu"))

@@ -23,7 +23,7 @@ from codegen.sample import synth
 from require import require, requires
 from codegen.discover import discover
 from codegen.emit import (OP_C, Q_PARAMS, STORE_OPS, TU_OPS, X_PARAMS, ExprKernel, KernelSource, chunk_body,
-                          device_tus, kernel_symbol, pack, render, render_parts, tu_kernels)
+                          device_tus, kernel_symbol, pack, q_part, render, render_parts, tu_kernels, x_parts)
 from codegen.ir import KernelIR, Leaf, Op, Val, lower
 from codegen.coverage import cover
 from codegen.model import CmPol, Expression, Operand, StarkInfo, Step, load_air, parse_expressionsinfo, \
@@ -121,8 +121,8 @@ def test_file_names_chunked_large() -> None:
     assert r == {"k_large_q0.cu": files["k_large_q0.cu"],
                  "k_large_q1_x0.cu": files["k_large_q1.cu"] + files["k_large_x0.cu"],
                  "k_large_abi.cpp": r["k_large_abi.cpp"]}
-    assert re.findall(r"EXPS_HD void k_large_q_c(\d+)\(", files["k_large_q0.cu"]) == [str(c) for c in range(15)]
-    assert re.findall(r"EXPS_HD void k_large_q_c(\d+)\(", files["k_large_q1.cu"]) == [str(c) for c in range(15, 22)]
+    assert re.findall(r"EXPS_HD void k[0-9a-f]{16}_q_c(\d+)\(", files["k_large_q0.cu"]) == [str(c) for c in range(15)]
+    assert re.findall(r"EXPS_HD void k[0-9a-f]{16}_q_c(\d+)\(", files["k_large_q1.cu"]) == [str(c) for c in range(15, 22)]
     # the launch table lists every chunk kernel in launch order, each in its device TU's fatbin
     q, x = _table(r["k_large_abi.cpp"])
     assert q == [(0 if c < 15 else 1, str(c)) for c in range(22)]
@@ -130,20 +130,22 @@ def test_file_names_chunked_large() -> None:
     assert all(lib == 1 and str(e) == s for e, lib, s in x)
     assert '.incbin \\"f0.fatbin\\"' in r["k_large_abi.cpp"] and '.incbin \\"f1.fatbin\\"' in r["k_large_abi.cpp"]
     assert "f2.fatbin" not in r["k_large_abi.cpp"]
+    qn = [q_part(ks, c)["kname"] for c in range(22)]
+    xn = {int(d["exp_id"]): d["kname"] for d in x_parts(ks)}
     assert tu_kernels(ks) == {
-        "k_large_q0.cu": [kernel_symbol(f"k_large_q_c{c}_k", Q_PARAMS) for c in range(15)],
-        "k_large_q1_x0.cu": [kernel_symbol(f"k_large_q_c{c}_k", Q_PARAMS) for c in range(15, 22)]
-        + [kernel_symbol(f"k_large_x_e{xk.ir.exp_id}_{k}", X_PARAMS) for xk in sorted(ks.exprs, key=lambda xk: xk.ir.exp_id)
+        "k_large_q0.cu": [kernel_symbol(f"{qn[c]}_k", Q_PARAMS) for c in range(15)],
+        "k_large_q1_x0.cu": [kernel_symbol(f"{qn[c]}_k", Q_PARAMS) for c in range(15, 22)]
+        + [kernel_symbol(f"{xn[xk.ir.exp_id]}_{k}", X_PARAMS) for xk in sorted(ks.exprs, key=lambda xk: xk.ir.exp_id)
            for k in (("k", "ki") if xk.inv else ("k",))]
-        + [kernel_symbol("k_large_x_inv_k", X_PARAMS)]}
+        + [kernel_symbol("exps_x_inv_k", X_PARAMS)]}
     # an expression some hint inverts has its own inverse kernel; the others (44 and 68 are the
-    # sample Large's hint denominators) share the key's generic inverse kernel
+    # sample Large's hint denominators) share the kernel's generic inverse kernel
     assert sorted(xk.ir.exp_id for xk in ks.exprs if xk.inv) == [44, 68]
     abi = r["k_large_abi.cpp"]
     for xk in ks.exprs:
-        e, w, i = xk.ir.exp_id, kernel_symbol(f"k_large_x_e{xk.ir.exp_id}_k", X_PARAMS), kernel_symbol(f"k_large_x_e{xk.ir.exp_id}_ki", X_PARAMS)
-        assert (f'"{w}", "{i}", ' if xk.inv else f'"{w}", 0, ') in abi, e
-    assert f'1u, "{kernel_symbol("k_large_x_inv_k", X_PARAMS)}", EXPS_HOST_FORM(k_large_x_inv_h),' in abi
+        w, i = (kernel_symbol(f"{xn[xk.ir.exp_id]}_{k}", X_PARAMS) for k in ("k", "ki"))
+        assert (f'"{w}", "{i}", ' if xk.inv else f'"{w}", 0, ') in abi, xk.ir.exp_id
+    assert f'1u, "{kernel_symbol("exps_x_inv_k", X_PARAMS)}", EXPS_HOST_FORM(exps_x_inv_h),' in abi
 
 
 def test_file_names_small_tu_limit() -> None:
@@ -157,7 +159,7 @@ def test_file_names_small_tu_limit() -> None:
     # x groups: consecutive expressions, every one exactly once, at most 40 ops unless alone
     seen, group_of = [], {}
     for g in xn:
-        ids = [int(i) for i in re.findall(r"EXPS_HD gl3 k_medium_x_e(\d+)\(", files[f"k_medium_x{g}.cu"])]
+        ids = [int(i) for i in re.findall(r"EXPS_HD gl3 k[0-9a-f]{16}_x_e(\d+)\(", files[f"k_medium_x{g}.cu"])]
         ops = sum(len(x.ir.ops) for x in ks.exprs if x.ir.exp_id in ids)
         assert ops <= 40 or len(ids) == 1
         seen += ids

@@ -31,8 +31,8 @@ from codegen.build.autotune import (MAX_PROBES, MAX_REGS, TuneResult, candidate_
                                      estimated_regs, first_probe, tune, tune_arch)
 from codegen.build.cache import ObjectCache, atomic_write
 from codegen.build.heartbeat import Heartbeat
-from codegen.emit import (COMMON_FILES, RUNTIME, TEMPLATES, TU_OPS, KernelSource, device_tus, render,
-                          render_probe, source_hash, tu_kernels)
+from codegen.emit import (COMMON_FILES, Q_KERNEL_RE, RUNTIME, TEMPLATES, TU_OPS, KernelSource, device_tus,
+                          probed_pays, render, render_probe, source_hash, tu_kernels)
 from codegen.coverage import CAP, EXPR_CAP, SLOTS_CAP, Coverage, cover, coverage_from_json, coverage_to_json
 from codegen.ir import KernelIR
 from codegen.model import ModelError, load_air
@@ -233,16 +233,19 @@ def compile_kernel(src: Path, files: list[str], kernels: dict[str, list[str]], o
 
 
 def chunk_stats(key: str, pl: Plan, reports: list[dict]) -> tuple[list[int], int]:
-    """Per chunk kernel: max registers over archs; total spill bytes of the Q kernels."""
+    """Per chunk kernel: max registers over archs; total spill bytes of the Q kernels. `reports`
+    are those of kernel `key`'s TUs (or probes): its Q chunk kernels are the names of the form
+    `emit.Q_KERNEL_RE` (their digest is of their content, not of `key`)."""
     regs = [0] * pl.n_chunks
     spills = 0
     for rep in reports:
         for name, per_arch in rep.items():
-            for c in range(pl.n_chunks):
-                if f"{key}_q_c{c}_k" in name:
-                    for st in per_arch.values():
-                        regs[c] = max(regs[c], int(st.get("registers", 0)))
-                        spills += int(st.get("spill_stores", 0)) + int(st.get("spill_loads", 0))
+            m = Q_KERNEL_RE.search(name)
+            if m and int(m[1]) < pl.n_chunks:
+                c = int(m[1])
+                for st in per_arch.values():
+                    regs[c] = max(regs[c], int(st.get("registers", 0)))
+                    spills += int(st.get("spill_stores", 0)) + int(st.get("spill_loads", 0))
     return regs, spills
 
 
@@ -314,6 +317,12 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
             cache = ObjectCache()
             arch = tune_arch(archs)
             opts = toolchain.CompileOptions((arch,), extra_flags=HIDDEN, mode="cubin")
+            # when the tune arch is the only target, a probe compiles its chunks as cc will (`-c
+            # -fatbin`, the same options; no more ptxas work than `-cubin`): when that plan wins,
+            # emit makes those chunks a TU of their own with the probe's text (KernelSource.probed),
+            # which cc then takes from the object cache
+            as_cc = archs == [arch]
+            probed: dict[int, list[int]] = {}
             final = None      # (ops per chunk, device TU) of a first probe compiled as cc will
             if content is not None and settings is not None and archs == [arch] and len(q.ops) <= TU_OPS:
                 c0, sure = first_probe(q, candidate_plans(q, slots_cap)[0])
@@ -337,14 +346,19 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
                         return chunk_stats(key, ks.plan, [r for _, r, _ in got.values()])
                     if len(reps) < ks.plan.n_chunks:
                         sampled[pl.ops_per_chunk] = reps
+                    if as_cc:
+                        probed[pl.ops_per_chunk] = reps
                     tus = stage_sources(render_probe(ks, reps), sub)
-                    got = compile_tus(tus, sub / "obj", opts, cache, launcher)
+                    got = compile_tus(tus, sub / "obj", compile_options(archs) if as_cc else opts, cache,
+                                      launcher)
                     regs, spills = chunk_stats(key, ks.plan, [r for _, r, _ in got.values()])
                     return fill_unprobed(ks.q, ks.plan, regs, reps), spills
 
                 res = tune(q, compile_plan, slots_cap=slots_cap)
                 res.arch = arch
                 doc["sampled"] = {str(k): v for k, v in sorted(sampled.items())}
+                # (none when the chosen plan was the first probe, compiled as the kernel's whole TU)
+                doc["probed"] = None if res.skip else probed.get(res.ops_per_chunk)
             shutil.rmtree(work_dir, ignore_errors=True)
         doc.update(res.to_json())
         _write_json(Path(out), doc)
@@ -373,7 +387,10 @@ def act_emit(key: str, ir_json: str, tune_json: str, src_dir: str, manifest: str
             assert cov.q is not None
             pl = plan(cov.q, int(t["ops_per_chunk"]))
             sh = source_hash(content, settings)
-            ks = KernelSource(key, cov.q, pl, cov.exprs, sh)
+            pr = t.get("probed")
+            ks = KernelSource(key, cov.q, pl, cov.exprs, sh, probed=None if pr is None else tuple(pr))
+            if not probed_pays(ks):     # (a few ops: not worth another nvcc run)
+                ks.probed = None
             files = render(ks)
             pl = ks.plan          # after the IR passes: what the .so runs (chunks, slots, scratch)
             stage_sources(files, src)

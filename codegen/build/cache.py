@@ -21,6 +21,7 @@ import logging
 import os
 import re
 import secrets
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -35,6 +36,16 @@ CACHE_FORMAT = "exps-objcache-2"
 _MAGIC = f"EXPS-OBJCACHE {CACHE_FORMAT}\n".encode()
 _TMP_MAX_AGE_S = 3600.0
 _WARNED: set[tuple[str, int | None]] = set()   # (cache root, errno) already warned about
+#: (cache root, key) -> the lock its compile holds in this process: a build's threads (doit -n,
+#: compile_tus) that want the same object (identical TUs of two AIRs: their kernels are named by
+#: content, issue #15) compile it once; the others wait and take the entry
+_INFLIGHT: dict[tuple[str, str], threading.Lock] = {}
+_INFLIGHT_GUARD = threading.Lock()
+
+
+def _inflight(root: Path, key: str) -> threading.Lock:
+    with _INFLIGHT_GUARD:
+        return _INFLIGHT.setdefault((str(root), key), threading.Lock())
 
 
 def _sha(data: str | bytes) -> str:
@@ -213,18 +224,20 @@ class ObjectCache:
                        launcher: Sequence[str] | None = None, timeout_s: float | None = None,
                        nvcc: Path | None = None, inputs: Mapping[str, Path] | None = None) -> CachedCompile:
         """get -> (miss) :func:`toolchain.compile_object` -> put. A hit writes the cached object
-        to ``out_obj`` atomically and returns the cached ptxas report without running nvcc."""
+        to ``out_obj`` atomically and returns the cached ptxas report without running nvcc. Two
+        threads of this process compiling one key: the second waits for the first, then hits."""
         nvcc = nvcc or _tc.find_nvcc()
         key = self.key_for(tu_path, opts, include_dirs=include_dirs,
                            header_texts=header_texts, nvcc=nvcc, inputs=inputs)
-        got = self.get(key)
-        if got is not None:
-            self.hits += 1
-            Path(out_obj).parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(out_obj, got[0])
-            return CachedCompile(Path(out_obj), got[1], True, key, None)
-        self.misses += 1
-        res = _tc.compile_object(tu_path, out_obj, opts, include_dirs=include_dirs,
-                                 launcher=launcher, timeout_s=timeout_s, nvcc=nvcc, inputs=inputs)
-        self.put(key, Path(out_obj).read_bytes(), res.report)
-        return CachedCompile(res.obj_path, res.report, False, key, res)
+        with _inflight(self.root, key):   # one compile per key at a time in this process
+            got = self.get(key)
+            if got is not None:
+                self.hits += 1
+                Path(out_obj).parent.mkdir(parents=True, exist_ok=True)
+                atomic_write(out_obj, got[0])
+                return CachedCompile(Path(out_obj), got[1], True, key, None)
+            self.misses += 1
+            res = _tc.compile_object(tu_path, out_obj, opts, include_dirs=include_dirs,
+                                     launcher=launcher, timeout_s=timeout_s, nvcc=nvcc, inputs=inputs)
+            self.put(key, Path(out_obj).read_bytes(), res.report)
+            return CachedCompile(res.obj_path, res.report, False, key, res)

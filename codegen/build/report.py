@@ -25,14 +25,13 @@ from __future__ import annotations
 
 import html
 import json
-import re
 import resource
 from pathlib import Path
 
 from codegen import EMITTER_VERSION
 from codegen.build.actions import _write_json, read_json
 from codegen.build.cache import atomic_write
-from codegen.emit import device_tus
+from codegen.emit import Q_KERNEL_RE, device_tus
 
 FORMAT = 1
 
@@ -46,10 +45,9 @@ def cpu_seconds() -> float:
 def regs_per_chunk(key: str, n_chunks: int, reports: dict) -> list[int]:
     """Per Q chunk kernel, the most registers over archs (from the ptxas reports of cc)."""
     regs = [0] * n_chunks
-    pat = re.compile(re.escape(key) + r"_q_c(\d+)_k")
-    for rep in reports.values():
+    for rep in reports.values():        # (kernel `key`'s TUs: every Q chunk kernel in them is its own)
         for name, per_arch in rep.items():
-            m = pat.search(name)
+            m = Q_KERNEL_RE.search(name)
             if m and int(m[1]) < n_chunks:
                 for st in per_arch.values():
                     regs[int(m[1])] = max(regs[int(m[1])], int(st.get("registers", 0)))
