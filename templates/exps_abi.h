@@ -46,7 +46,6 @@ struct exps_desc {
     uint64_t total_slots;                // scratch slots of a wave (0: no value crosses a cut)
     uint64_t min_scratch;                // exps_min_scratch()
     unsigned single_shape;               // single kernel: rows per thread; 0: grid-stride (bench only)
-    unsigned inv_rows;                   // rows per thread of an inverse-mode expression launch
     const exps_q_kernel* q;              // n_chunks entries
     uint64_t n_x;
     const exps_x_kernel* x;              // n_x entries, by exp_id (0 when none)
@@ -69,11 +68,19 @@ extern const exps_desc exps_kernel __attribute__((visibility("hidden")));
 #define EXPS_SINGLE_SHAPE 1u
 #endif
 
-// Rows per thread of the inverse modes' expression launches (gen_common.cuh's batched inverses and
-// exps_x_blocks; the same default there): the launcher's grid covers N rows only with the value
-// the kernels were compiled with, so a bench A/B defines it before every file of the kernel.
+// Rows per thread of the inverse modes' expression launches (gen_common.cuh's batched inverses,
+// which includes this header, and the launcher's grid: one definition for both; a bench A/B
+// defines it before every file of the kernel, bench/inv_rows_round.sh).
 #ifndef EXPS_INV_ROWS
 #define EXPS_INV_ROWS 8
 #endif
+
+// Blocks of 256 threads of an expression launch over N rows: one row per thread for WRITE (mode
+// 0, the `_k` kernel), EXPS_INV_ROWS for the inverse modes (`_ki`, the generic inverse kernel). The
+// launcher's grid and the host check's loops over the threads of that grid (host code only).
+static inline uint64_t exps_x_blocks(uint64_t N, uint64_t mode) {
+    const uint64_t rows = 256ull * (mode == 0 ? 1u : (unsigned)EXPS_INV_ROWS);
+    return (N + rows - 1) / rows;
+}
 
 #endif  // EXPS_ABI_H

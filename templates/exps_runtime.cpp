@@ -82,18 +82,12 @@ int launch_q(const Loaded*, uint64_t c, uint64_t grid, QArgs& a, exps_stream_t) 
     D.q[c].host(a.P, a.q, a.scratch, a.wave, a.base, a.NExt, a.o1, a.o2, a.o3, a.ozi);
     return 1;
 }
-int launch_x(const Loaded*, const exps_x_kernel* x, uint64_t grid, XArgs& a, exps_stream_t) {
-    (void)grid;
-    x->host(a.P, a.dest, a.N, a.destDomain, a.o1, a.o2, a.o3, a.mode, a.scalar, a.stagePos, a.destDim,
-            a.destExpr);
+int run_x(exps_x_host h, XArgs& a) {
+    h(a.P, a.dest, a.N, a.destDomain, a.o1, a.o2, a.o3, a.mode, a.scalar, a.stagePos, a.destDim, a.destExpr);
     return 1;
 }
-int launch_inv(const Loaded*, uint64_t grid, XArgs& a, exps_stream_t) {
-    (void)grid;
-    D.inv_host(a.P, a.dest, a.N, a.destDomain, a.o1, a.o2, a.o3, a.mode, a.scalar, a.stagePos, a.destDim,
-               a.destExpr);
-    return 1;
-}
+int launch_x(const Loaded*, const exps_x_kernel* x, uint64_t, XArgs& a, exps_stream_t) { return run_x(x->host, a); }
+int launch_inv(const Loaded*, uint64_t, XArgs& a, exps_stream_t) { return run_x(D.inv_host, a); }
 int exps_tmp_alloc(void** p, uint64_t bytes, exps_stream_t) {
     *p = malloc(bytes);
     return *p != 0;
@@ -219,17 +213,16 @@ int launch_q(const Loaded* l, uint64_t c, uint64_t grid, QArgs& a, exps_stream_t
     return launch(l->q[c], grid, args, stream);
 }
 
+// An expression-signature kernel (exprs.cu.j2: `_k`, `_ki`, the generic inverse kernel).
+int launch_xk(cudaKernel_t k, uint64_t grid, XArgs& a, exps_stream_t stream) {
+    void* args[] = {&a.P, &a.dest, &a.N, &a.destDomain, &a.o1, &a.o2, &a.o3, &a.mode, &a.scalar,
+                    &a.stagePos, &a.destDim, &a.destExpr};
+    return launch(k, grid, args, stream);
+}
 int launch_x(const Loaded* l, const exps_x_kernel* x, uint64_t grid, XArgs& a, exps_stream_t stream) {
-    void* args[] = {&a.P, &a.dest, &a.N, &a.destDomain, &a.o1, &a.o2, &a.o3, &a.mode, &a.scalar,
-                    &a.stagePos, &a.destDim, &a.destExpr};
-    return launch(l->x[2 * (x - D.x) + (a.mode != 0)], grid, args, stream);
+    return launch_xk(l->x[2 * (x - D.x) + (a.mode != 0)], grid, a, stream);
 }
-
-int launch_inv(const Loaded* l, uint64_t grid, XArgs& a, exps_stream_t stream) {
-    void* args[] = {&a.P, &a.dest, &a.N, &a.destDomain, &a.o1, &a.o2, &a.o3, &a.mode, &a.scalar,
-                    &a.stagePos, &a.destDim, &a.destExpr};
-    return launch(l->inv, grid, args, stream);
-}
+int launch_inv(const Loaded* l, uint64_t grid, XArgs& a, exps_stream_t stream) { return launch_xk(l->inv, grid, a, stream); }
 
 // Scratch of a call, stream-ordered (as the Q top-up): no other launch can see it.
 int exps_tmp_alloc(void** p, uint64_t bytes, exps_stream_t stream) {
@@ -320,7 +313,7 @@ void exps_topup_free(void* own, exps_stream_t stream) {
 
 // An inverse mode of an expression with no `_ki` (no hint inverts it; the prover is not expected to
 // call this): its WRITE kernel stores the values row-major into scratch of this call, then the
-// key's generic inverse kernel inverts and stores them as `_ki` would (the same words). 0 when
+// kernel's generic inverse kernel inverts and stores them as `_ki` would (the same words). 0 when
 // the scratch cannot be had (said on stderr) or a launch failed.
 int launch_saved_inverse(const Loaded* l, const exps_x_kernel* x, uint64_t grid, XArgs& a, exps_stream_t stream) {
     if (!D.inv_name && !D.inv_host) return 0;   // (a table always has it when an expression lacks _ki)
@@ -333,7 +326,7 @@ int launch_saved_inverse(const Loaded* l, const exps_x_kernel* x, uint64_t grid,
     w.stagePos = 0;
     w.destDim = x->vdim;
     w.destExpr = 1;
-    int ok = launch_x(l, x, (a.N + 255) / 256, w, stream);
+    int ok = launch_x(l, x, exps_x_blocks(a.N, 0), w, stream);
     XArgs g = a;
     g.o1 = (uint64_t)(uintptr_t)v;
     g.o2 = x->vdim;
@@ -403,8 +396,7 @@ EXPS_EXPORT int exps_launch_expr(unsigned long long expId, StepsParams* P, uint6
     const Loaded* l = load();
     if (!l) return 0;
     XArgs a = {P, dest, N, destDomain, off_cm1, off_cm2, off_cm3, mode, scalar, stagePos, destDim, destExpr};
-    const uint64_t rows = 256ull * (mode == 0 || D.inv_rows < 1 ? 1u : D.inv_rows);   // per block
-    const uint64_t grid = (N + rows - 1) / rows;   // N <= 2^39 rows: < 2^31 blocks
+    const uint64_t grid = exps_x_blocks(N, mode);   // N <= 2^39 rows: < 2^31 blocks
     if (mode == 0 || x->name_inv) return launch_x(l, x, grid, a, stream);
     return launch_saved_inverse(l, x, grid, a, stream);
 }

@@ -10,6 +10,8 @@
 
 #include <stdint.h>
 
+#include "exps_abi.h"   // EXPS_INV_ROWS, exps_x_blocks: shared with the launcher
+
 #ifdef __CUDACC__
 #include <cuda_runtime.h>
 #include <stdlib.h>
@@ -512,10 +514,6 @@ EXPS_HD void exps_store(uint64_t* dest, uint64_t row, gl3 v, int vdim, int num1,
 // encoding (v + p >= 2^64), so when the batch's canon(t_j^-1) >= EPS it IS the word gl_inv(t_j)
 // returns; below EPS (t = 1 or p + 1, t = 0 or p entered into the product as 1, ...: ~2^-32 for
 // random values, more often for selectors) that row runs gl_inv(t_j) itself.
-#ifndef EXPS_INV_ROWS
-#define EXPS_INV_ROWS 8        // exps_abi.h has the same default: the launcher's grid (exps_x_blocks)
-#endif
-
 struct ExpsInvRows {
     uint64_t t[EXPS_INV_ROWS];         // the norms
     uint64_t c[EXPS_INV_ROWS];         // c_j = prod_{i <= j} (t_i, or 1 where t_i = 0)
@@ -550,14 +548,6 @@ EXPS_HD void exps_inv_finish(ExpsInvRows& B, unsigned n, uint64_t* dest, uint64_
     }
 }
 
-// Blocks of 256 threads of an expression launch over N rows: one row per thread for WRITE (the
-// `_k` kernel), EXPS_INV_ROWS for the inverse modes (`_ki`). exps_runtime.cpp sizes its grid the
-// same way, from the launch table's copy of EXPS_INV_ROWS; the host check's form loops over them.
-EXPS_HD uint64_t exps_x_blocks(uint64_t N, uint64_t mode) {
-    const uint64_t rows = 256ull * (mode == EXPS_WRITE ? 1u : (unsigned)EXPS_INV_ROWS);
-    return (N + rows - 1) / rows;
-}
-
 // One thread's rows of an inverse-mode expression launch (exprs.cu.j2's `_ki` kernel), F the
 // expression's row function: rows blk * 256 * EXPS_INV_ROWS + tx + 256 j, j < EXPS_INV_ROWS
 // (coalesced for each j), evaluated, then inverted together and stored.
@@ -580,11 +570,37 @@ EXPS_HD void exps_x_inv_thread(const ExpsCtx& X, uint64_t blk, unsigned tx, uint
     if (n) exps_inv_finish(B, n, dest, row0, vdim, num1, mode, scalar, destDomain, stagePos, destDim, destExpr);
 }
 
-// Row functions of the generic inverse kernel (exprs.cu.j2 `<key>_x_inv_k`): an expression's values
+// The host check's form of an inverse-mode launch of F: every thread of its grid, in turn.
+template <gl3 (*F)(const ExpsCtx&, uint64_t)>
+EXPS_HD void exps_x_inv_grid(const ExpsCtx& X, uint64_t* dest, uint64_t N, int vdim, int num1, uint64_t mode,
+                             uint64_t scalar, uint64_t destDomain, uint64_t stagePos, uint64_t destDim,
+                             unsigned destExpr) {
+    for (uint64_t blk = 0; blk < exps_x_blocks(N, mode); ++blk)
+        for (unsigned tx = 0; tx < 256; ++tx)
+            exps_x_inv_thread<F>(X, blk, tx, dest, N, vdim, num1, mode, scalar, destDomain, stagePos, destDim,
+                                 destExpr);
+}
+
+// Row functions of the generic inverse kernel (exprs.cu.j2 `exps_x_inv_k`): an expression's values
 // as its WRITE kernel stored them, row-major (destExpr 1, destDim = the value's dim), at X.cst.
 EXPS_HD gl3 exps_saved_row1(const ExpsCtx& X, uint64_t row) { return gl3_make(X.cst[row], 0, 0); }
 EXPS_HD gl3 exps_saved_row3(const ExpsCtx& X, uint64_t row) {
     return gl3_make(X.cst[3 * row], X.cst[3 * row + 1], X.cst[3 * row + 2]);
+}
+
+// Thread tx of block blk of the generic inverse kernel, over the values v of dim vdim (num1: spec
+// §4.3) that an expression's WRITE kernel saved.
+EXPS_HD void exps_saved_inv_thread(const uint64_t* v, uint64_t vdim, uint64_t num1, uint64_t blk, unsigned tx,
+                                   uint64_t* dest, uint64_t N, uint64_t mode, uint64_t scalar, uint64_t destDomain,
+                                   uint64_t stagePos, uint64_t destDim, unsigned destExpr) {
+    ExpsCtx X = {};
+    X.cst = v;
+    if (vdim == 3)
+        exps_x_inv_thread<exps_saved_row3>(X, blk, tx, dest, N, 3, (int)num1, mode, scalar, destDomain, stagePos,
+                                           destDim, destExpr);
+    else
+        exps_x_inv_thread<exps_saved_row1>(X, blk, tx, dest, N, 1, 0, mode, scalar, destDomain, stagePos, destDim,
+                                           destExpr);
 }
 
 #endif  // EXPS_GEN_COMMON_CUH

@@ -333,14 +333,15 @@ def test_flipped_num1_is_detected() -> None:
 
 def test_flipped_num1_in_rendered_text_is_detected() -> None:
     """The same mutation made in the rendered text of the inverse modes' kernel
-    (`exps_x_inv_thread<f>(..., N, vdim, num1, ...)`: num1 only changes MUL_INV)."""
+    (`exps_x_inv_thread<f>(..., N, vdim, num1, ...)`, its host form `exps_x_inv_grid<f>`: num1 only
+    changes MUL_INV)."""
     p, si, cov, si_json, ei_json = _medium()
     ks = hostcheck.kernel_source(p.key, cov)
     files = render(ks)
     [name] = [k for k in files if "_x" in k]
     one = [x for x in cov.exprs if x.num1][0].ir.exp_id
     [kname] = [d["kname"] for d in emit.x_parts(ks) if d["exp_id"] == str(one)]
-    call = re.compile(rf"(exps_x_inv_thread<{kname}>\(X, [^;]*?dest, N, 3, )1,")
+    call = re.compile(rf"(exps_x_inv_(?:thread|grid)<{kname}>\(X, [^;]*?dest, N, 3, )1,")
     assert len(call.findall(files[name])) == 2          # device kernel and host loop
     res = _check_text({**files, name: call.sub(r"\g<1>0,", files[name])},
                       si, si_json, ei_json, ks)
@@ -466,10 +467,10 @@ def test_generic_inverse_kernel_runs_the_inverse_modes_of_uninverted_expressions
     assert hot == dens and cold and len(cold) + len(hot) == len(cov.exprs)
     files = render(ks)
     [name] = [k for k, t in files.items() if k.endswith(".cu") and "void exps_x_inv_h(" in t]
-    good = "X.cst = (const uint64_t*)o1;\n    for"
+    good = "exps_saved_inv_thread((const uint64_t*)o1, o2, o3, blk, tx,"      # the host form's
     assert files[name].count(good) == 1
     assert _check_text(files, si, si_json, ei_json, ks).mismatches == []
-    res = _check_text({**files, name: files[name].replace(good, good.replace("o1;", "o1 + 1;"))},
+    res = _check_text({**files, name: files[name].replace(good, good.replace("o1,", "o1 + 1,"))},
                       si, si_json, ei_json, ks)
     assert res.mismatches and all(("MUL_INV" in m or "WRITE_INV" in m) for m in res.mismatches)
     assert {int(m.split()[1]) for m in res.mismatches} == set(cold)

@@ -17,7 +17,7 @@ import numpy as np
 from codegen.build import toolchain as tc
 from codegen.check import gl64
 from codegen.check.hostcheck import EDGE, EPS, P, raw_words
-from codegen.emit import COMMON_HEADER, TEMPLATES
+from codegen.emit import ABI_HEADER, COMMON_HEADER, TEMPLATES
 from require import cuobjdump as cuobjdump_path, require
 
 #: a TU of stores as templates/exprs.cu.j2's kernels make them: one inverse per row (exps_store) of a
@@ -60,7 +60,8 @@ def _func_bodies(ptx: str) -> dict[str, list[str]]:
 def test_device_inverses_are_out_of_line_and_rolled(tmp_path: Path) -> None:
     require("nvcc")
     nvcc = tc.find_nvcc()
-    shutil.copy(TEMPLATES / COMMON_HEADER, tmp_path / COMMON_HEADER)
+    for h in (COMMON_HEADER, ABI_HEADER):       # (gen_common.cuh includes exps_abi.h)
+        shutil.copy(TEMPLATES / h, tmp_path / h)
     (tmp_path / "inv.cu").write_text(DEVICE_TU)
     subprocess.run([str(nvcc), "-cubin", *tc.BASE_FLAGS, "-arch=sm_90", "-keep", "-keep-dir", ".",
                     "inv.cu", "-o", "inv.cubin"], cwd=tmp_path, check=True, capture_output=True, timeout=300)
@@ -105,7 +106,8 @@ extern "C" void inv3_all(const uint64_t* a, uint64_t* r, uint64_t n) {
 
 def test_host_inverses_match_the_oracle(tmp_path: Path) -> None:
     require("gxx")
-    shutil.copy(TEMPLATES / COMMON_HEADER, tmp_path / COMMON_HEADER)
+    for h in (COMMON_HEADER, ABI_HEADER):       # (gen_common.cuh includes exps_abi.h)
+        shutil.copy(TEMPLATES / h, tmp_path / h)
     (tmp_path / "inv.cpp").write_text(HOST_TU)
     so = tmp_path / "inv.so"
     subprocess.run(["g++", "-O1", "-std=c++17", "-shared", "-fPIC", "-Wall", "-Wextra", "-Werror",
@@ -131,7 +133,7 @@ def test_host_inverses_match_the_oracle(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ batched inverses (issue #14)
 #: the two kernels' forms over a value table: F reads row r of a dim-1 or dim-3 value (what an
 #: expression kernel's row function returns); WRITE one row at a time (`_k`), the inverse modes by
-#: exps_x_inv_thread over the launch's exps_x_blocks(N, mode) blocks (`_ki`)
+#: exps_x_inv_grid, i.e. exps_x_inv_thread over the launch's exps_x_blocks(N, mode) blocks (`_ki`)
 BATCH_TU = """#include "gen_common.cuh"
 static const uint64_t* g_v;
 static uint64_t g_n;
@@ -146,11 +148,8 @@ extern "C" void run(const uint64_t* v, uint64_t n, int vdim, int num1, uint64_t 
             exps_store(dest, row, vdim == 3 ? f3(X, row) : f1(X, row), vdim, num1, EXPS_WRITE, scalar, n, 1, destDim, destExpr);
         return;
     }
-    for (uint64_t b = 0; b < exps_x_blocks(n, mode); ++b)
-        for (unsigned tx = 0; tx < 256; ++tx) {
-            if (vdim == 3) exps_x_inv_thread<f3>(X, b, tx, dest, n, 3, num1, mode, scalar, n, 1, destDim, destExpr);
-            else exps_x_inv_thread<f1>(X, b, tx, dest, n, 1, num1, mode, scalar, n, 1, destDim, destExpr);
-        }
+    if (vdim == 3) exps_x_inv_grid<f3>(X, dest, n, 3, num1, mode, scalar, n, 1, destDim, destExpr);
+    else exps_x_inv_grid<f1>(X, dest, n, 1, num1, mode, scalar, n, 1, destDim, destExpr);
 }
 """
 #: the line of exps_inv_finish that takes gl_inv's own word for a value with two encodings
@@ -161,6 +160,7 @@ def _batch_lib(tmp_path: Path, header: str, rows: int | None = None) -> ctypes.C
     """The harness compiled with `header` as gen_common.cuh (and EXPS_INV_ROWS = rows)."""
     require("gxx")
     (tmp_path / COMMON_HEADER).write_text(header)
+    shutil.copy(TEMPLATES / ABI_HEADER, tmp_path / ABI_HEADER)
     (tmp_path / "batch.cpp").write_text(BATCH_TU)
     so = tmp_path / f"batch{rows or ''}.so"
     subprocess.run(["g++", "-O1", "-std=c++17", "-shared", "-fPIC", "-Wall", "-Wextra", "-Werror",
@@ -228,7 +228,7 @@ def test_batched_inverse_stores_match_the_oracle(tmp_path: Path) -> None:
     is gl_inv's chain on each row). The inputs include norms whose inverse has two encodings (1,
     inverses of small ints) and zero norms, alone and as a whole batch."""
     header = (TEMPLATES / COMMON_HEADER).read_text()
-    assert "#define EXPS_INV_ROWS 8 " in header
+    assert "#define EXPS_INV_ROWS 8\n" in (TEMPLATES / ABI_HEADER).read_text()
     n = 4900
     v = _batch_values(n)
     d = raw_words(np.random.default_rng(7), (n, 3)).astype(np.uint64)

@@ -121,8 +121,9 @@ def test_no_spill_kernel_reports_zero(tmp_path, nvcc):
 def test_host_opt_level_leaves_the_device_code_alone(tmp_path, nvcc):
     """BASE_FLAGS' `-O1` is the host compiler's level only (issue #15): with -O3 instead, cicc and
     ptxas get the same arguments and the PTX is the same text, so the SASS is the same."""
-    from codegen.emit import COMMON_HEADER, TEMPLATES
-    (tmp_path / COMMON_HEADER).write_text((TEMPLATES / COMMON_HEADER).read_text())
+    from codegen.emit import ABI_HEADER, COMMON_HEADER, TEMPLATES
+    for h in (COMMON_HEADER, ABI_HEADER):       # (gen_common.cuh includes exps_abi.h)
+        (tmp_path / h).write_text((TEMPLATES / h).read_text())
     (tmp_path / "t.cu").write_text(f'#include "{COMMON_HEADER}"\n'
                                    "__global__ void k(uint64_t* d) { d[0] = gl_inv(gl_mul(d[1], d[2])); }\n")
     assert tc.BASE_FLAGS[0] == "-O1"

@@ -21,7 +21,7 @@ SRC = r'''
 #include "gen_common.cuh"
 #include "exps_runtime.cpp"
 static const exps_q_kernel tq[] = {{0, "k", 0}};
-const exps_desc exps_kernel = {"t", "0", "exps-codegen-id:0:00", 0, 1, 0, 0, 1u, 8u, tq, 0, 0, 0, 0};
+const exps_desc exps_kernel = {"t", "0", "exps-codegen-id:0:00", 0, 1, 0, 0, 1u, tq, 0, 0, 0, 0};
 extern "C" unsigned lg(unsigned long long d) { return exps_log2_ceil(d); }
 extern "C" int last_error(void) { return (int)cudaGetLastError(); }
 extern "C" unsigned long long want(unsigned long long slots, unsigned long long all) {
