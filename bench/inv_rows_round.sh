@@ -2,10 +2,10 @@
 # GPU round for the rows per thread of the inverse-mode expression launches (issue #14): the keys
 # matching KEYS_RE (a bash regex; default intermediate_sums|connection|range_check|sample) built by
 # this tree with EXPS_INV_ROWS = each of ROWS (default "1 4 8 16"; the default in templates/ is 8)
-# as the only difference (the #define of gen_common.cuh and exps_abi.h rewritten in a copy of the
-# tree), all at once; `exps-codegen gpucheck` of each build (bit-identity on the GPU); then
-# bench/exprs.py on each, same seed and rows, compared with bench/exprs_compare.py against the
-# first of ROWS. Usage: bash bench/inv_rows_round.sh OUT   Limits (s): BUILD_S=120 GPUCHECK_S=60 EXPRS_S=60 (each).
+# as the only difference (the #define of exps_abi.h rewritten in a copy of the tree), all at once;
+# `exps-codegen gpucheck` of each build (bit-identity on the GPU); then bench/exprs.py on each, same
+# seed and rows, compared with bench/exprs_compare.py against the first of ROWS.
+# Usage: bash bench/inv_rows_round.sh OUT   Limits (s): BUILD_S=120 GPUCHECK_S=60 EXPRS_S=60 (each).
 set -uo pipefail
 OUT=${1:?usage: inv_rows_round.sh OUT}
 . "$(dirname "$0")/round_env.sh"
@@ -14,18 +14,11 @@ re=${KEYS_RE:-intermediate_sums|connection|range_check|sample}
 keys=(); for pk in .pk/*/provingKey provingkey-sample; do [[ $pk =~ $re ]] && keys+=("$pk"); done
 dl=$(( $(date +%s) + ${BUILD_S:-120} ))
 for r in "${ROWS[@]}"; do
-  t=/tmp/inv$r; rm -rf "$t"; mkdir -p "$t/tree"
-  cp -r codegen templates pyproject.toml "$t/tree/"
-  sed -i "s/^#define EXPS_INV_ROWS 8\b/#define EXPS_INV_ROWS $r/" "$t/tree/templates/gen_common.cuh" "$t/tree/templates/exps_abi.h"
-  [ "$(grep -c "^#define EXPS_INV_ROWS $r\b" "$t/tree/templates/gen_common.cuh" "$t/tree/templates/exps_abi.h" | grep -c ':1')" = 2 ] \
+  t=/tmp/inv$r; variant_tree "$t"
+  sed -i "s/^#define EXPS_INV_ROWS 8\b/#define EXPS_INV_ROWS $r/" "$t/tree/templates/exps_abi.h"
+  [ "$(grep -c "^#define EXPS_INV_ROWS $r\b" "$t/tree/templates/exps_abi.h")" = 1 ] \
     || { echo "rows $r: the #define was not rewritten" | tee -a "$S"; exit 1; }
-  i=0
-  for pk in "${keys[@]}"; do
-    d=$t/$i; mkdir -p "$d"; cp -r "$pk" "$d/pk"; find "$d/pk" -name '*.exps.so' -delete
-    (cd "$t/tree" && EXPS_CACHE_DIR=$t/cache PYTHONPATH="$t/tree:$PYTHONPATH" timeout $(( dl - $(date +%s) )) \
-      python3 -m codegen.cli build "$d/pk" --arch 90 -j 2 --build-dir "$d/b" > "$d/log" 2>&1 || echo "BUILD FAILED rows $r $pk") &
-    i=$(( i + 1 ))
-  done
+  build_variant "$t" "$dl" "rows $r" "${keys[@]}"
 done
 wait
 for r in "${ROWS[@]}"; do echo "$(el) rows $r built: $(find /tmp/inv$r -name '*.exps.so' | wc -l) .so" | tee -a "$S"; done

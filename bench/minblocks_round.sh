@@ -13,18 +13,12 @@ re=${KEYS_RE:-fibonacci|lookup|range_check|simple|sample|connection|diff_buses}
 keys=(); for pk in .pk/*/provingKey provingkey-sample; do [[ $pk =~ $re ]] && keys+=("$pk"); done
 dl=$(( $(date +%s) + ${BUILD_S:-120} ))
 for v in base ${MINB:-6 8}; do
-  t=/tmp/mb$v; rm -rf "$t"; mkdir -p "$t/tree"; cp -r codegen templates pyproject.toml "$t/tree/"
+  t=/tmp/mb$v; variant_tree "$t"
   if [ $v != base ]; then
     sed -i "s/^__global__ void __launch_bounds__(256)\$/__global__ void __launch_bounds__(256{% if single %}, $v{% endif %})/" "$t/tree/templates/q_chunks.cu.j2"
     grep -q "{% if single %}, $v{% endif %}" "$t/tree/templates/q_chunks.cu.j2" || { echo "minb $v: not rewritten" | tee -a "$S"; exit 1; }
   fi
-  i=0
-  for pk in "${keys[@]}"; do
-    d=$t/$i; mkdir -p "$d"; cp -r "$pk" "$d/pk"; find "$d/pk" -name '*.exps.so' -delete
-    (cd "$t/tree" && EXPS_CACHE_DIR=$t/cache PYTHONPATH="$t/tree:$PYTHONPATH" timeout $(( dl - $(date +%s) )) \
-      python3 -m codegen.cli build "$d/pk" --arch 90 -j 2 --build-dir "$d/b" > "$d/log" 2>&1 || echo "BUILD FAILED $v $pk") &
-    i=$(( i + 1 ))
-  done
+  build_variant "$t" "$dl" "$v" "${keys[@]}"
 done
 wait
 for v in base ${MINB:-6 8}; do echo "$(el) $v built: $(find /tmp/mb$v -name '*.exps.so' | wc -l) .so" | tee -a "$S"; done

@@ -12,3 +12,18 @@ export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD" PYTHONUNBUFFERED=1
 S="$OUT/summary.txt"
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader
   nvcc --version | tail -2; nproc; } | tee "$S"
+
+# For the A/B rounds that build variants of this tree (inv_rows_round.sh, minblocks_round.sh):
+# variant_tree T: a copy of the package and templates at T/tree, for the round to rewrite.
+variant_tree() { rm -rf "$1"; mkdir -p "$1/tree"; cp -r codegen templates pyproject.toml "$1/tree/"; }
+# build_variant T DEADLINE TAG KEY...: key i copied to T/<i>/pk (no .so) and built by T/tree into
+# T/<i>/b (cache T/cache) until DEADLINE (epoch s), in the background: the caller waits.
+build_variant() {
+  local t=$1 dl=$2 tag=$3 i=0 pk d; shift 3
+  for pk in "$@"; do
+    d=$t/$i; mkdir -p "$d"; cp -r "$pk" "$d/pk"; find "$d/pk" -name '*.exps.so' -delete
+    (cd "$t/tree" && EXPS_CACHE_DIR=$t/cache PYTHONPATH="$t/tree:$PYTHONPATH" timeout $(( dl - $(date +%s) )) \
+      python3 -m codegen.cli build "$d/pk" --arch 90 -j 2 --build-dir "$d/b" > "$d/log" 2>&1 || echo "BUILD FAILED $tag $pk") &
+    i=$(( i + 1 ))
+  done
+}
