@@ -177,6 +177,15 @@ def test_small_air_gets_a_kernel_with_real_nvcc(tmp_path, monkeypatch):
     assert 20 < max(t["probes"][0]["regs"]) < 128
 
 
+def _counting_launcher(tmp_path: Path) -> tuple[Path, Path]:
+    """A compiler launcher that logs every command line it runs (to the returned log), then runs it."""
+    log = tmp_path / "calls.log"
+    launcher = tmp_path / "count.sh"
+    launcher.write_text(f'#!/bin/sh\necho "$*" >> {log}\nexec "$@"\n')
+    launcher.chmod(0o755)
+    return launcher, log
+
+
 @needs_nvcc
 def test_small_kernel_first_probe_is_its_final_compile(tmp_path, monkeypatch):
     """Issue #15: Tiny (39 Q ops, 2 expressions) is one device TU and the estimate expects its
@@ -185,10 +194,7 @@ def test_small_kernel_first_probe_is_its_final_compile(tmp_path, monkeypatch):
     cc runs only the host compiles of the launch table and the generic launcher."""
     from codegen.build.actions import act_cc, act_emit
     monkeypatch.setenv("EXPS_CACHE_DIR", str(tmp_path / "cache"))
-    log = tmp_path / "calls.log"
-    launcher = tmp_path / "count.sh"
-    launcher.write_text(f'#!/bin/sh\necho "$*" >> {log}\nexec "$@"\n')
-    launcher.chmod(0o755)
+    launcher, log = _counting_launcher(tmp_path)
     ir_json, tune_json, man = tmp_path / "ir.json", tmp_path / "tune.json", tmp_path / "k" / "manifest.json"
     content, settings = "d" * 64, {"cap": 0, "expr_cap": 0, "slots_cap": 1 << 20}
     act_ir("tiny", f"{TINY}.starkinfo.json", f"{TINY}.expressionsinfo.json", str(ir_json), [])
@@ -237,10 +243,7 @@ def test_chosen_probe_is_ccs_first_device_tu(tmp_path, monkeypatch):
     from codegen.emit import probed_pays, render_probe
     monkeypatch.setenv("EXPS_CACHE_DIR", str(tmp_path / "cache"))
     shared = SAMPLE / "Rec/airs/Shared/recursive1/Shared"
-    log = tmp_path / "calls.log"
-    launcher = tmp_path / "count.sh"
-    launcher.write_text(f'#!/bin/sh\necho "$*" >> {log}\nexec "$@"\n')
-    launcher.chmod(0o755)
+    launcher, log = _counting_launcher(tmp_path)
     ir_json, tune_json, man = tmp_path / "ir.json", tmp_path / "tune.json", tmp_path / "k" / "manifest.json"
     content, settings = "d" * 64, {"cap": 0, "expr_cap": 0, "slots_cap": 1 << 20}
     act_ir("sh", f"{shared}.starkinfo.json", f"{shared}.expressionsinfo.json", str(ir_json), [])
@@ -352,10 +355,7 @@ def test_large_plans_probe_device_code_of_representatives_only(tmp_path) -> None
     import os
     from codegen.build.actions import PROBE_SAMPLE
     rel = ROOT / "provingkey-sample/synth/Basic/airs/Large/air/Large"
-    log = tmp_path / "calls.log"
-    launcher = tmp_path / "count.sh"
-    launcher.write_text(f'#!/bin/sh\necho "$*" >> {log}\nexec "$@"\n')
-    launcher.chmod(0o755)
+    launcher, log = _counting_launcher(tmp_path)
     os.environ["EXPS_CACHE_DIR"] = str(tmp_path / "cache")
     try:
         act_ir("k", str(rel) + ".starkinfo.json", str(rel) + ".expressionsinfo.json", str(tmp_path / "ir.json"),
