@@ -2,7 +2,7 @@
 # A short GPU round for a change of the chunked plans (issue #13): every key built after (this
 # tree) and the keys matching BEFORE_RE (a bash regex) also before (.old/, a `git archive` of the
 # commit before), all at once, `exps-codegen gpucheck` of
-# every after build first (bit-identity on the GPU), then bench/run.py before vs after, same run,
+# every after build first (bit-identity on the GPU; GPUCHECK_P keys at once, default 6), then bench/run.py before vs after, same run,
 # on the AIRs named in AIRS (default: the chunked ones), ample and the prover's scratch.
 # Usage: bash bench/check_round.sh OUT    Limits (s): BUILD_S=100 GPUCHECK_S=100 BENCH_S=60.
 set -uo pipefail
@@ -31,9 +31,16 @@ done
 wait
 echo "$(el) built: after $(find /tmp/after -name '*.exps.so' | wc -l), before $(find /tmp/before -name '*.exps.so' | wc -l)" | tee -a "$S"
 end=$(( $(date +%s) + ${GPUCHECK_S:-100} ))
+# the checks' time is the numpy oracle's (one core each): GPUCHECK_P keys at once share the GPU
 for j in $(seq 0 $(( i - 1 ))); do
+  while [ "$(jobs -rp | wc -l)" -ge "${GPUCHECK_P:-6}" ]; do sleep 0.2; done
   left=$(( end - $(date +%s) )); [ $left -gt 3 ] || { echo "gpucheck: time up at key $j" | tee -a "$S"; break; }
-  timeout $left python3 -m codegen.cli gpucheck /tmp/after/$j/pk --arch 90 --build-dir /tmp/after/$j/b >> "$OUT/gpucheck.log" 2>&1
+  timeout $left python3 -m codegen.cli gpucheck /tmp/after/$j/pk --arch 90 --build-dir /tmp/after/$j/b > "$OUT/gpucheck.$j.log" 2>&1 &
+done
+wait
+for j in $(seq 0 $(( i - 1 ))); do
+  [ -f "$OUT/gpucheck.$j.log" ] || continue
+  cat "$OUT/gpucheck.$j.log" >> "$OUT/gpucheck.log"; rm -f "$OUT/gpucheck.$j.log"
   tail -1 "$OUT/gpucheck.log" | tee -a "$S"
 done
 echo "$(el) bench" | tee -a "$S"
