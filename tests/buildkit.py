@@ -18,6 +18,7 @@ import signal
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -339,8 +340,9 @@ def cache_key_of(tu: Path) -> str:
     from codegen.build.cache import ObjectCache
     from codegen.emit import device_tus
     cache = ObjectCache(root="/nonexistent")
-    if tu.suffix == ".cu":
-        return cache.key_for(tu, compile_options([90]), include_dirs=[tu.parent])
+    if tu.suffix == ".cu":   # with the device prelude as a build decides it (its probe's own cache)
+        opts = compile_options([90], ObjectCache(Path(tempfile.gettempdir()) / "exps-test-prelude-cache"))
+        return cache.key_for(tu, opts, include_dirs=[tu.parent])
     tus = device_tus(p.name for p in tu.parent.iterdir())
     obj = tu.parent.parent / "obj"
     inputs = {f"f{i}.fatbin": obj / (Path(n).stem + ".o") for i, n in enumerate(tus)}

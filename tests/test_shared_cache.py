@@ -62,23 +62,26 @@ def test_two_machines_share_one_remote_ccache(tmp_path: Path) -> None:
     compiled = [next(a for a in line.split() if a.endswith((".cu", ".cpp"))).rsplit("/", 1)[-1]
                 for line in log.read_text().splitlines()]
     first = len(compiled)
-    # Tiny and the Shared kernel: one device TU and one launch table each (#15), and the generic
-    # launcher (once; twice if both kernels' cc missed it at the same moment), cold everywhere
+    # Tiny and the Shared kernel: one device TU and one launch table each (#15), the generic
+    # launcher (once; twice if both kernels' cc missed it at the same moment), and the device
+    # prelude's probe, with and without it (build/prelude.py), cold everywhere
     from buildkit import SHARED_KEY, TINY_KEY
     assert set(compiled) == {f"{k}_{t}" for k in (TINY_KEY, SHARED_KEY) for t in ("q0_x0.cu", "abi.cpp")} \
-        | {"exps_runtime.cpp"} and first in (5, 6), compiled
+        | {"exps_runtime.cpp", "exps_prelude_probe.cu"} and first in (7, 8), compiled
+    assert compiled.count("exps_prelude_probe.cu") == 2
     assert all(" -fatbin " in line for line in log.read_text().splitlines() if ".cu " in line)
     assert remote.is_dir() and any(remote.iterdir())
 
     _build(pk_b, env_b)          # another build dir, empty object cache, empty local ccache
     again = [next(a for a in line.split() if a.endswith((".cu", ".cpp"))).rsplit("/", 1)[-1]
              for line in log.read_text().splitlines()[first:]]
-    # the second machine compiled no code: only the two launch tables (data: each embeds its
-    # fatbins by .incbin, which no launcher sees, so they never go through one; ~10 ms each)
+    # the second machine compiled no code (the prelude's probe too came from the remote): only
+    # the two launch tables (data: each embeds its fatbins by .incbin, which no launcher sees, so
+    # they never go through one; ~10 ms each)
     assert sorted(again) == sorted(f"{k}_abi.cpp" for k in (TINY_KEY, SHARED_KEY)), again
     stats = _ccache_stats(env_b)
     remote_hits = re.search(r"Remote storage:\s*\n\s*Hits:\s*(\d+)", stats)
-    assert remote_hits and int(remote_hits[1]) >= 3, stats   # the device TUs and the launcher
+    assert remote_hits and int(remote_hits[1]) >= 5, stats   # the device TUs, the launcher, the probe
     # both machines placed the same bytes
     for rel in (bk.TINY, bk.SHARED1, bk.SHARED2):
         assert bk.so_path(pk_a, rel).read_bytes() == bk.so_path(pk_b, rel).read_bytes(), rel

@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from codegen import EMITTER_VERSION
-from codegen.build import toolchain
+from codegen.build import prelude, toolchain
 from codegen.build.autotune import (MAX_PROBES, MAX_REGS, TuneResult, candidate_plans, estimated_choice,
                                      estimated_regs, first_probe, tune, tune_arch)
 from codegen.build.cache import ObjectCache, atomic_write
@@ -133,9 +133,10 @@ def load_coverage(ir_json: str) -> tuple[dict, Coverage]:
 
 
 # --------------------------------------------------------------------------------------- tune
-def compile_options(archs: list[int]) -> toolchain.CompileOptions:
-    """A device TU's compile: device code only, every target arch (`nvcc -c -fatbin`)."""
-    return toolchain.CompileOptions(tuple(archs), extra_flags=HIDDEN, mode="fatbin")
+def compile_options(archs: list[int], cache: ObjectCache | None = None) -> toolchain.CompileOptions:
+    """A device TU's compile: device code only, every target arch (`nvcc -c -fatbin`), with the
+    device prelude where it gives nvcc's bytes (build/prelude.py)."""
+    return prelude.options(toolchain.CompileOptions(tuple(archs), extra_flags=HIDDEN, mode="fatbin"), cache)
 
 
 def host_options(archs: list[int]) -> toolchain.CompileOptions:
@@ -212,7 +213,7 @@ def compile_kernel(src: Path, files: list[str], kernels: dict[str, list[str]], o
     tables = [n for n in files if n.endswith(".cpp")]
     if len(tables) != 1:
         raise RuntimeError(f"{src}: expected one launch table among {sorted(files)}")
-    got = compile_tus([src / n for n in tus], obj_dir, compile_options(archs), cache, launcher, jobs, timeout_s)
+    got = compile_tus([src / n for n in tus], obj_dir, compile_options(archs, cache), cache, launcher, jobs, timeout_s)
     reports = {n: got[n][1] for n in tus}
     check_kernel_names(kernels, reports)
     fatbins = {f"f{i}.fatbin": Path(got[n][0]) for i, n in enumerate(tus)}
@@ -316,7 +317,7 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
         else:
             cache = ObjectCache()
             arch = tune_arch(archs)
-            opts = toolchain.CompileOptions((arch,), extra_flags=HIDDEN, mode="cubin")
+            opts = prelude.options(toolchain.CompileOptions((arch,), extra_flags=HIDDEN, mode="cubin"), cache)
             # when the tune arch is the only target, a probe compiles its chunks as cc will (`-c
             # -fatbin`, the same options; no more ptxas work than `-cubin`): when that plan wins,
             # emit makes those chunks a TU of their own with the probe's text (KernelSource.probed),
@@ -341,7 +342,7 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
                               f"{pl.ops_per_chunk or 'single'}: {len(reps)} of {ks.plan.n_chunks} kernels)")
                     sub = Path(work_dir) / f"probe_{pl.ops_per_chunk}"
                     if final is not None and n_probed[0] == 1 and pl.ops_per_chunk == final[0]:
-                        got = compile_tus(stage_sources(final[1], sub), sub / "obj", compile_options(archs),
+                        got = compile_tus(stage_sources(final[1], sub), sub / "obj", compile_options(archs, cache),
                                           cache, launcher)
                         return chunk_stats(key, ks.plan, [r for _, r, _ in got.values()])
                     if len(reps) < ks.plan.n_chunks:
@@ -349,7 +350,7 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
                     if as_cc:
                         probed[pl.ops_per_chunk] = reps
                     tus = stage_sources(render_probe(ks, reps), sub)
-                    got = compile_tus(tus, sub / "obj", compile_options(archs) if as_cc else opts, cache,
+                    got = compile_tus(tus, sub / "obj", compile_options(archs, cache) if as_cc else opts, cache,
                                       launcher)
                     regs, spills = chunk_stats(key, ks.plan, [r for _, r, _ in got.values()])
                     return fill_unprobed(ks.q, ks.plan, regs, reps), spills
@@ -468,7 +469,7 @@ def act_link(rel: str, objs_json: str, so_path: str, stamp: str, archs: list[int
             _write_json(Path(stamp), {"format": FORMAT, "air": rel, "skip": o["skip"], "so": None})
             return True
         try:
-            link_cached([Path(x) for x in o["objects"]], so, compile_options(archs), launcher, timeout_s)
+            link_cached([Path(x) for x in o["objects"]], so, host_options(archs), launcher, timeout_s)
         except BaseException:                 # no .so of a failed link (a partial one or the old)
             so.unlink(missing_ok=True)
             raise

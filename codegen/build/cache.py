@@ -129,6 +129,8 @@ class ObjectCache:
         """The key of compiling ``tu_path`` with ``opts`` (headers scanned when not given)."""
         nvcc = nvcc or _tc.find_nvcc()
         headers = scan_headers(tu_path, include_dirs) if header_texts is None else header_texts
+        if opts.prelude:     # what the compile sees as cuda_runtime.h (toolchain.PRELUDE_DIR)
+            headers = {**headers, f"{_tc.PRELUDE_DIR}/cuda_runtime.h": opts.prelude}
         data = {n: Path(p).read_bytes() for n, p in (inputs or {}).items()}
         return self.key(Path(tu_path).read_text(), headers, _tc.nvcc_version(nvcc).text,
                         opts.flags(), _tc.knobs().keyed_env, data)

@@ -56,6 +56,9 @@ HOST_FLAGS: tuple[str, ...] = ("-O2", "-std=c++17", "-Xcompiler", "-fPIC")
 #: `fatbin` device code for every target (`nvcc -c -fatbin`: cicc + ptxas + fatbinary, no host
 #: preprocessing, no cudafe++, no host compile: issue #15), `host` a host object of a `.cpp`.
 MODES = ("object", "cubin", "fatbin", "host")
+#: where a device-only compile with CompileOptions.prelude finds it: `<work dir>/exps_prelude/
+#: cuda_runtime.h` (nvcc's force-included name; `-Iexps_prelude` is searched before CUDA's dirs)
+PRELUDE_DIR = "exps_prelude"
 #: The ``major`` arch spec: one arch per shipping GPU family, filtered by what nvcc supports.
 MAJOR_ARCHS: tuple[int, ...] = (80, 86, 89, 90, 100, 120)
 #: ``auto`` on a machine with no GPU (a build server): the H100/H200, plus the compute_90 PTX
@@ -290,6 +293,10 @@ class CompileOptions:
     #: what the compile makes (MODES); `cubin` (an autotune probe: its ptxas report is all it
     #: needs) targets exactly one arch
     mode: str = "object"
+    #: the text the compile sees as `cuda_runtime.h` in place of the CUDA header (device-only
+    #: modes; "" = the CUDA header): templates/exps_device_prelude.h when build/prelude.py found
+    #: that it gives nvcc's bytes (issue #15). Keyed: its text by the object cache, its use by flags().
+    prelude: str = dataclasses.field(default="", repr=False)
 
     def __post_init__(self) -> None:
         if not self.archs:
@@ -301,6 +308,9 @@ class CompileOptions:
         object.__setattr__(self, "archs", tuple(sorted(set(int(a) for a in self.archs))))
         if self.mode == "cubin" and len(self.archs) != 1:
             raise ToolchainError("a device-only (-cubin) compile targets exactly one arch")
+        if self.prelude and not self.device_only:
+            raise ToolchainError("the device prelude is for device-only compiles (cubin, fatbin): "
+                                 "a host pass needs the CUDA header")
         object.__setattr__(self, "extra_flags", tuple(self.extra_flags))
 
     @property
@@ -320,6 +330,8 @@ class CompileOptions:
             out = [*BASE_FLAGS, *gencode_flags(self.archs)]
         if self.maxrregcount is not None:
             out += ["-maxrregcount", str(self.maxrregcount)]
+        if self.prelude:
+            out.append(f"-I{PRELUDE_DIR}")
         return out + list(self.extra_flags)
 
     def key(self) -> str:
@@ -640,8 +652,12 @@ def compile_object(tu_path: Path, out_obj: Path, opts: CompileOptions, *,
             _mirror_dir(target, os.path.join(work, name), tu_name if name == "src" else None)
         real = {f"src/{tu_name}": str(tu_path), out_name: str(out_obj),
                 **{name: str(target) for target, name in links.items()}}
+        if opts.prelude:
+            os.mkdir(os.path.join(work, PRELUDE_DIR))
+            Path(work, PRELUDE_DIR, "cuda_runtime.h").write_text(opts.prelude)
         for name, target in sorted((inputs or {}).items()):
-            if not _SAFE_COMPONENT.fullmatch(name) or name in (out_name, "src") or name.startswith(("inc", "-", ".")):
+            if not _SAFE_COMPONENT.fullmatch(name) or name in (out_name, "src", PRELUDE_DIR) \
+                    or name.startswith(("inc", "-", ".")):
                 raise UnsafePathError(f"refusing the input name {name!r} (a plain file name of ours)")
             _mirror_file(Path(target).resolve(), os.path.join(work, name))
             real[name] = str(target)
