@@ -7,8 +7,11 @@
 //                                                     the arithmetic the host check runs)
 //   v045  bench/baseline/gen_common_v045.cuh -DFO_V045 (emitter 0.4.5's header: the "before")
 //   v010  bench/baseline/gen_common_v010.cuh -DFO_V010 (the header before issue #13)
-//   m050  templates/gen_common.cuh -DEXPS_GL_MUL_V050 (gl_mul: the form of emitter 0.5.0)
-//   mw5   templates/gen_common.cuh -DEXPS_GL_MUL_W5  (gl_mul: the all-IMAD.WIDE candidate)
+//   m050  bench/baseline/gl_mul_variants.cuh -DEXPS_GL_MUL_V050, then templates/gen_common.cuh
+//         (gl_mul: the form of emitter 0.5.0)
+//   mw5   the same with -DEXPS_GL_MUL_W5 (gl_mul: the all-IMAD.WIDE candidate)
+//   lazy  templates/gen_common.cuh + bench/lazy_ops.cuh -DFO_LAZY (gl3_mul and the q_mix loop's
+//         gl3_add(gl3_mul(.)) as value-only accumulator forms: checked mod p, not word for word)
 //
 // <ns>_check(op, a, b, out, n): out[i] = op(a[i], b[i]) on the GPU (host buffers in and out;
 //   extension ops read and write 3 words per element).
@@ -29,11 +32,24 @@ namespace FO_NS {
 #include "gen_common_v010.cuh"
 #elif defined(FO_V045)
 #include "gen_common_v045.cuh"
+#elif defined(FO_LAZY)
+#include "lazy_ops.cuh"
 #else
+#if defined(EXPS_GL_MUL_V050) || defined(EXPS_GL_MUL_W5)
+#include "gl_mul_variants.cuh"
+#endif
 #include "gen_common.cuh"
 #endif
+#if defined(FO_LAZY)
+#define FO_MUL33(x, y) lz_gl3_mul(x, y)
+#define FO_MULADD33(x, y, z) lz_gl3_mul_add(x, y, z)
+#else
+#define FO_MUL33(x, y) gl3_mul(x, y)
+#define FO_MULADD33(x, y, z) gl3_add(gl3_mul(x, y), z)
+#endif
 
-enum { ADD = 0, SUB = 1, MUL = 2, NEG = 3, MUL33 = 4, MUL31 = 5, ADD33 = 6, SUB33 = 7, INV = 8, MIX = 9 };
+enum { ADD = 0, SUB = 1, MUL = 2, NEG = 3, MUL33 = 4, MUL31 = 5, ADD33 = 6, SUB33 = 7, INV = 8, MIX = 9,
+       MULADD33 = 10 };
 
 template <int OP>
 __global__ void check_k(const uint64_t* __restrict__ a, const uint64_t* __restrict__ b, uint64_t* __restrict__ o,
@@ -44,11 +60,11 @@ __global__ void check_k(const uint64_t* __restrict__ a, const uint64_t* __restri
         if (OP == MUL) o[i] = gl_mul(a[i], b[i]);
         if (OP == NEG) o[i] = gl_neg(a[i]);
         if (OP == INV) o[i] = gl_inv(a[i]);
-        if (OP == MUL33 || OP == MUL31 || OP == ADD33 || OP == SUB33) {
+        if (OP == MUL33 || OP == MUL31 || OP == ADD33 || OP == SUB33 || OP == MULADD33) {
             gl3 x = gl3_make(a[3 * i], a[3 * i + 1], a[3 * i + 2]);
             gl3 y = gl3_make(b[3 * i], b[3 * i + 1], b[3 * i + 2]);
-            gl3 r = OP == MUL33 ? gl3_mul(x, y) : OP == MUL31 ? gl3_mul31(x, b[3 * i])
-                  : OP == ADD33 ? gl3_add(x, y) : gl3_sub(x, y);
+            gl3 r = OP == MUL33 ? FO_MUL33(x, y) : OP == MUL31 ? gl3_mul31(x, b[3 * i])
+                  : OP == ADD33 ? gl3_add(x, y) : OP == SUB33 ? gl3_sub(x, y) : FO_MULADD33(x, y, x);
             o[3 * i] = r.v0; o[3 * i + 1] = r.v1; o[3 * i + 2] = r.v2;
         }
     }
@@ -84,7 +100,7 @@ __global__ void __launch_bounds__(256) bench_k(uint64_t* sink, uint64_t seed, in
     } else if (OP == MUL33) {
         gl3 a = gl3_make(x[0], x[1], x[2]), b = gl3_make(x[3], x[4], x[5]), c = gl3_make(x[6], x[7], x[8]);
         for (int it = 0; it < iters; ++it) {
-            gl3 a2 = gl3_mul(a, b), b2 = gl3_mul(b, c), c2 = gl3_mul(c, a);
+            gl3 a2 = FO_MUL33(a, b), b2 = FO_MUL33(b, c), c2 = FO_MUL33(c, a);
             a = a2; b = b2; c = c2;
         }
         acc = a.v0 ^ a.v1 ^ a.v2 ^ b.v0 ^ b.v1 ^ b.v2 ^ c.v0 ^ c.v1 ^ c.v2;
@@ -93,9 +109,9 @@ __global__ void __launch_bounds__(256) bench_k(uint64_t* sink, uint64_t seed, in
         gl3 a1 = gl3_make(x[8], x[0], x[4]), b1 = gl3_make(x[2], x[6], x[1]);
         const uint64_t s = x[5] ^ x[7];
         for (int it = 0; it < iters; ++it) {
-            a = gl3_add(gl3_mul(a, c), b);
+            a = FO_MULADD33(a, c, b);
             b = gl3_add(gl3_mul31(b, s), a);
-            a1 = gl3_add(gl3_mul(a1, c), b1);
+            a1 = FO_MULADD33(a1, c, b1);
             b1 = gl3_add(gl3_mul31(b1, s), a1);
         }
         acc = a.v0 ^ a.v1 ^ a.v2 ^ b.v0 ^ b.v1 ^ b.v2 ^ a1.v0 ^ a1.v1 ^ a1.v2 ^ b1.v0 ^ b1.v1 ^ b1.v2;
@@ -105,7 +121,7 @@ __global__ void __launch_bounds__(256) bench_k(uint64_t* sink, uint64_t seed, in
 
 template <int OP>
 static int check_run(const uint64_t* ha, const uint64_t* hb, uint64_t* ho, size_t n) {
-    const size_t w = (OP == MUL33 || OP == MUL31 || OP == ADD33 || OP == SUB33) ? 3 : 1;
+    const size_t w = (OP == MUL33 || OP == MUL31 || OP == ADD33 || OP == SUB33 || OP == MULADD33) ? 3 : 1;
     uint64_t *a = 0, *b = 0, *o = 0;
     cudaError_t e = cudaMalloc(&a, w * n * 8);
     if (!e) e = cudaMalloc(&b, w * n * 8);
@@ -162,6 +178,7 @@ __attribute__((visibility("default"))) int FO_CAT(FO_NS, _check)(int op, const u
     case ADD33: return check_run<ADD33>(a, b, o, n);
     case SUB33: return check_run<SUB33>(a, b, o, n);
     case INV: return check_run<INV>(a, b, o, n);
+    case MULADD33: return check_run<MULADD33>(a, b, o, n);
     default: return -1;
     }
 }

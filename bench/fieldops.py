@@ -9,9 +9,13 @@ Builds bench/fieldops.cu six times into one library (bench/fieldops.cu says why)
   v045  bench/baseline/gen_common_v045.cuh, the header of emitter 0.4.5 (the "before": ALU-bound
         device forms, before the pipe-balanced ones of 0.5.0),
   v010  bench/baseline/gen_common_v010.cuh, the header before issue #13,
-  m050  the header with -DEXPS_GL_MUL_V050: cur but gl_mul the form of emitter 0.5.0 (18 SASS),
-  mw5   the header with -DEXPS_GL_MUL_W5: cur but gl_mul the other candidate of issue #13 (every
-        partial product one IMAD.WIDE).
+  m050  cur but gl_mul the form of emitter 0.5.0 (18 SASS; bench/baseline/gl_mul_variants.cuh,
+        -DEXPS_GL_MUL_V050),
+  mw5   cur but gl_mul the other candidate of issue #13 (every partial product one IMAD.WIDE;
+        the same file, -DEXPS_GL_MUL_W5),
+  lazy  cur with bench/lazy_ops.cuh's value-only gl3_mul and fused gl3_mul + gl3_add (issue #13
+        study: accumulators, one reduction per output component). Checked mod p (its words are
+        the right field elements, not the production's), every other variant word for word.
 
 Check: every op (gl_add, gl_sub, gl_mul, gl_neg, gl3_mul, gl3_mul31, gl3_add, gl3_sub; gl_inv on
 --n-inv) on --n (default 2^24) operand pairs, of which the first are every ordered pair of EDGE
@@ -58,16 +62,19 @@ EDGE = tuple(sorted({
     0x00000001FFFFFFFF, 0x80000000FFFFFFFF, 0xFFFFFFFF7FFFFFFF, 0x80000000, 0xFFFFFFFE00000000,
     0x7FFFFFFF80000000, 0xFFFFFFFEFFFFFFFE,
 }))
-OPS = {"add": 0, "sub": 1, "mul": 2, "neg": 3, "mul33": 4, "mul31": 5, "add33": 6, "sub33": 7, "inv": 8}
-DIM3 = {"mul33", "mul31", "add33", "sub33"}
+OPS = {"add": 0, "sub": 1, "mul": 2, "neg": 3, "mul33": 4, "mul31": 5, "add33": 6, "sub33": 7, "inv": 8,
+       "muladd33": 10}
+DIM3 = {"mul33", "mul31", "add33", "sub33", "muladd33"}
 BENCH = {  # op -> (id, counted ops per thread per iteration, what is counted, iterations)
     "gl_add": (0, 8, "adds", 4096), "gl_sub": (1, 8, "subs", 4096), "gl_mul": (2, 8, "mults", 4096),
     "gl3_mul": (4, 18, "base mults", 1024), "q_mix": (9, 18, "base mults", 1024),
 }
-VARIANTS = ("v010", "v045", "port", "cur", "m050", "mw5")
+VARIANTS = ("v010", "v045", "port", "cur", "m050", "mw5", "lazy")
+#: variants whose results are checked as field elements (canonical forms), not as words
+VALUE_ONLY = {"lazy"}
 #: column titles of fieldops.md
 LABELS = {"v010": "v010", "v045": "v045 (before)", "port": "portable C", "cur": "device forms (after)",
-          "m050": "gl_mul of 0.5.0 (m050)", "mw5": "gl_mul w5 (mw5)"}
+          "m050": "gl_mul of 0.5.0 (m050)", "mw5": "gl_mul w5 (mw5)", "lazy": "value-only gl3_mul (lazy)"}
 
 
 # ------------------------------------------------------------------------------------ inputs
@@ -130,6 +137,11 @@ def make_inputs(op: str, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
             np.concatenate([eb, random_words(rng, m)])[:n].copy())
 
 
+def canon(w: np.ndarray) -> np.ndarray:
+    """The canonical form of every word (value mod p)."""
+    return np.where(w >= np.uint64(P), w - np.uint64(P), w)
+
+
 # ------------------------------------------------------------------------------------ oracle
 _A: np.ndarray | None = None
 _B: np.ndarray | None = None
@@ -141,7 +153,8 @@ def _oracle_slice(args: tuple[str, int, int]) -> np.ndarray:
     if op in DIM3:
         ta, tb = (a[:, 0], a[:, 1], a[:, 2]), (b[:, 0], b[:, 1], b[:, 2])
         r = {"mul33": lambda: gl64.mul33(ta, tb), "mul31": lambda: gl64.mul31(ta, tb[0]),
-             "add33": lambda: gl64.add3(ta, tb), "sub33": lambda: gl64.sub3(ta, tb)}[op]()
+             "add33": lambda: gl64.add3(ta, tb), "sub33": lambda: gl64.sub3(ta, tb),
+             "muladd33": lambda: gl64.add3(gl64.mul33(ta, tb), ta)}[op]()
         return np.stack(r, axis=1)
     return {"add": lambda: gl64.add(a, b), "sub": lambda: gl64.sub(a, b), "mul": lambda: gl64.mul(a, b),
             "neg": lambda: gl64.neg(a), "inv": lambda: gl64.inv(a)}[op]()
@@ -175,8 +188,9 @@ def build(out_dir: Path, arch: str) -> tuple[Path, dict[str, str]]:
                 "port": ["-I", str(REPO / "templates"), "-DEXPS_PORTABLE"],
                 "v045": ["-I", str(REPO / "bench" / "baseline"), "-DFO_V045"],
                 "v010": ["-I", str(REPO / "bench" / "baseline"), "-DFO_V010"],
-                "m050": ["-I", str(REPO / "templates"), "-DEXPS_GL_MUL_V050"],
-                "mw5": ["-I", str(REPO / "templates"), "-DEXPS_GL_MUL_W5"]}
+                "m050": ["-I", str(REPO / "templates"), "-I", str(REPO / "bench" / "baseline"), "-DEXPS_GL_MUL_V050"],
+                "mw5": ["-I", str(REPO / "templates"), "-I", str(REPO / "bench" / "baseline"), "-DEXPS_GL_MUL_W5"],
+                "lazy": ["-I", str(REPO / "templates"), "-I", str(REPO / "bench"), "-DFO_LAZY"]}
     objs, reports = [], {}
     procs = {}
     for ns, extra in variants.items():
@@ -278,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         row = {"pairs": n, "edge_pairs": len(EDGE) ** 2 * (9 if op in DIM3 else 1)}
         for ns in VARIANTS:
             got = run_check(lib, ns, op, x, y)
-            ok = bool(np.array_equal(got, want))
+            ok = bool(np.array_equal(canon(got), canon(want)) if ns in VALUE_ONLY else np.array_equal(got, want))
             row[ns] = "0 mismatches" if ok else first_diff(got, want, x, y)
             bad += not ok
         res["check"][op] = row
@@ -310,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
            for op, r in res["check"].items()]
     if res["bench"]:
         benched = [ns for ns in VARIANTS if all(ns in r for r in res["bench"].values())]
-        ratios = [(x, y) for x, y in (("cur", "v045"), ("cur", "m050"), ("mw5", "m050"), ("mw5", "cur"))
+        ratios = [(x, y) for x, y in (("cur", "v045"), ("cur", "m050"), ("mw5", "m050"), ("mw5", "cur"), ("lazy", "cur"))
                   if x in benched and y in benched]
         md += ["", f"Register-only loops, {res['blocks']} blocks x 256 threads, median of {a.reps}:", "",
                "| loop | counted | " + " | ".join(LABELS[ns] for ns in benched)

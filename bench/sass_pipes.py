@@ -31,7 +31,7 @@ _OVERHEAD = re.compile(r"^(LDC|S2R|ULDC|LDG|STG|EXIT|BRA)|^IMAD\.WIDE$")
 
 def compile_cubin(src: Path, out: Path, flags: list[str], arch: str) -> str:
     argv = ["nvcc", "-cubin", f"-arch=sm_{arch}", "-O3", "-std=c++17", "-DGL64_PARTIALLY_REDUCED",
-            "-Xptxas=-v", *flags, "-I", str(REPO / "templates"), str(src), "-o", str(out)]
+            "-Xptxas=-v", *flags, "-I", str(REPO / "templates"), "-I", str(REPO / "bench" / "baseline"), str(src), "-o", str(out)]
     p = subprocess.run(argv, capture_output=True, text=True)
     if p.returncode:
         raise RuntimeError(f"{' '.join(argv)}:\n{p.stdout}{p.stderr}")
