@@ -533,6 +533,13 @@ class InputSet:
         g.fill(self.const, seed + 1)
         for i, (k, v) in enumerate(sorted(self.scalars.items())):
             g.fill(v, seed + 2 + i)
+        if os.environ.get("BENCH_ZI") == "uniform":
+            # a real zerofier inverse: uniform field elements, never 0 (the default mix gives Q = 0 on
+            # the ~14% of rows whose zi word is 0 or p: the value path's fallback on almost every warp)
+            rs = cp.random.RandomState(seed + 99)
+            hi = rs.randint(0, 1 << 32, size=lay.n_ext, dtype=cp.int64).astype(cp.uint64)
+            lo = rs.randint(1, 1 << 32, size=lay.n_ext, dtype=cp.int64).astype(cp.uint64)
+            self.aux[lay.off_zi: lay.off_zi + lay.n_ext] = (hi << cp.uint64(32)) | lo
         fields = {"aux_trace": int(self.aux.data.ptr), "trace": int(self.aux.data.ptr),
                   "pConstPolsExtendedTreeAddress": int(self.const.data.ptr),
                   "pConstPolsAddress": int(self.const.data.ptr)}

@@ -20,6 +20,7 @@ from codegen.ir import KernelIR, Leaf, Op, Val
 from codegen.coverage import ExprKernel
 from codegen.passes import PassStats, optimize
 from codegen.plan import Plan, plan
+from codegen.program import exact_program
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 COMMON_HEADER = "gen_common.cuh"
@@ -93,8 +94,13 @@ def _arg_c(a, names: dict[int, str]) -> str:
     return names[a.id] if isinstance(a, Val) else _leaf_c(a)
 
 
-def _op_line(i: int, op: Op, names: dict[int, str]) -> str:
-    tmpl = OP_C.get((op.arith, op.shape))
+#: the Q kernels' value-only forms (docs/DESIGN-value-path.md): right modulo p, not necessarily the
+#: production word; the last chunk stores canon(v) or runs the exact program (codegen/program.py)
+OP_C_VALUE = {**OP_C, ("mul", "33"): "gl3_mul_v({a}, {b})"}
+
+
+def _op_line(i: int, op: Op, names: dict[int, str], value: bool = False) -> str:
+    tmpl = (OP_C_VALUE if value else OP_C).get((op.arith, op.shape))
     if tmpl is None:
         raise ValueError(f"no C rendering for op {op.arith} with shape {op.shape}")
     a = _arg_c(op.a, names)
@@ -114,7 +120,8 @@ def _read(ir: KernelIR) -> set[int]:
 
 
 def chunk_body(ir: KernelIR, pl: Plan, c: int, read: set[int] | None = None) -> list[str]:
-    """Lines of chunk `c`: lazy scratch loads, ops, stores right after definition."""
+    """Lines of chunk `c`: lazy scratch loads, ops (value-only forms: OP_C_VALUE), stores right
+    after definition."""
     start, end = pl.chunks[c]
     names: dict[int, str] = {}
     lines: list[str] = []
@@ -131,7 +138,7 @@ def chunk_body(ir: KernelIR, pl: Plan, c: int, read: set[int] | None = None) -> 
                     lines.append(f"const gl3 v{a.id} = gl3_make({_scratch_c(s, 0)}, "
                                  f"{_scratch_c(s, 1)}, {_scratch_c(s, 2)});")
                 names[a.id] = f"v{a.id}"
-        lines.append(_op_line(i, op, names))
+        lines.append(_op_line(i, op, names, value=True))
         names[i] = f"v{i}"
         if i not in read:
             lines.append(f"(void)v{i};")
@@ -227,9 +234,14 @@ def q_part(ks: KernelSource, c: int) -> dict:
             ks._q_parts["read"] = _read(ir)
         last = c == pl.n_chunks - 1
         lines = chunk_body(ir, pl, c, ks._q_parts["read"])
-        got = {"index": c, "lines": lines, "last": last,
+        # the last chunk holds the exact program its rows fall back to (codegen/program.py)
+        prog = exact_program(ir, pl) if last else None
+        rows = prog.c_rows() if prog else []
+        res = prog.c_result() if prog else []
+        got = {"index": c, "lines": lines, "last": last, "prog": rows, "prog_res": res,
+               "prog_words": prog.local_words if prog else 0,
                "kname": kernel_name("q_c", c, [lines, last, pl.n_chunks == 1, f"v{len(ir.ops) - 1}",
-                                               ir.out_dim])}
+                                               ir.out_dim, rows, res])}
         ks._q_parts[c] = got
     return got
 

@@ -368,6 +368,199 @@ EXPS_HD ExpsCtx exps_ctx(const StepsParams* P, uint64_t D, int extended, uint64_
 // Logical row of an opening: (row + shift) mod D, D a power of two.
 #define EXPS_ROW(shift) ((row + (uint64_t)(int64_t)(shift)) & X.mask)
 
+// ------------------------------------------------------------------------- value path (Q)
+// The Q kernels compute a row with value-only arithmetic and store canon(v) where every output
+// component is >= EPS: such a value has exactly one u64 encoding (canon(v) + p >= 2^64), so it is
+// the word the production op order gives. A row with a smaller component runs the exact program
+// (exps_q_exact below). docs/DESIGN-value-path.md; codegen/program.py.
+//
+// Value-only forms: right modulo p, not necessarily the production word. An accumulator (lo, hi)
+// stands for lo + (int32)hi * 2^64, |hi| < 2^30. gl3_mul_v: the same six products as gl3_mul, each
+// reduced only to (s, k) with Y = s + k 2^64 (gl_mul without its last four instructions), and each
+// output component one accumulator with one reduction (three-word adds: 3 SASS each).
+struct gl_acc { uint64_t lo; uint32_t hi; };
+
+#ifdef EXPS_DEVICE_PTX
+__device__ __forceinline__ gl_acc gl_acc_mul(uint64_t a, uint64_t b) {
+    gl_acc r;
+    asm("{\n\t"
+        ".reg .u32 a0, a1, b0, b1, r0, r1, r2, r3, nb;\n\t"
+        ".reg .u64 d, t;\n\t"
+        "mov.b64 {a0, a1}, %2;\n\t"
+        "mov.b64 {b0, b1}, %3;\n\t"
+        "mul.lo.u32 r0, a0, b0;\n\t"
+        "mul.hi.u32 r1, a0, b0;\n\t"
+        "mul.lo.u32 r2, a1, b1;\n\t"
+        "mul.hi.u32 r3, a1, b1;\n\t"
+        "mad.lo.cc.u32 r1, a0, b1, r1;\n\t"
+        "madc.hi.cc.u32 r2, a0, b1, r2;\n\t"
+        "addc.u32 r3, r3, 0;\n\t"
+        "mad.lo.cc.u32 r1, a1, b0, r1;\n\t"
+        "madc.hi.cc.u32 r2, a1, b0, r2;\n\t"
+        "addc.u32 r3, r3, 0;\n\t"
+        "sub.cc.u32 r0, r0, r3;\n\t"        // d = lo - hh, borrow b
+        "subc.cc.u32 r1, r1, 0;\n\t"
+        "subc.u32 nb, 0, 0;\n\t"            // nb = -b
+        "mov.b64 d, {r0, r1};\n\t"
+        "mul.wide.u32 t, r2, 0xFFFFFFFF;\n\t"
+        "add.cc.u64 %0, d, t;\n\t"          // s = d + hl * EPS, carry c
+        "addc.u32 %1, nb, 0;\n\t"           // k = c - b
+        "}"
+        : "=l"(r.lo), "=r"(r.hi) : "l"(a), "l"(b));
+    return r;
+}
+
+__device__ __forceinline__ gl_acc gl_acc_add(gl_acc x, gl_acc y) {
+    gl_acc r;
+    asm("add.cc.u64 %0, %2, %3;\n\taddc.u32 %1, %4, %5;" : "=l"(r.lo), "=r"(r.hi)
+        : "l"(x.lo), "l"(y.lo), "r"(x.hi), "r"(y.hi));
+    return r;
+}
+
+__device__ __forceinline__ gl_acc gl_acc_sub(gl_acc x, gl_acc y) {
+    gl_acc r;
+    asm("sub.cc.u64 %0, %2, %3;\n\tsubc.u32 %1, %4, %5;" : "=l"(r.lo), "=r"(r.hi)
+        : "l"(x.lo), "l"(y.lo), "r"(x.hi), "r"(y.hi));
+    return r;
+}
+
+// lo + h 2^64 = lo + h EPS (mod p): t = h EPS as a signed 64-bit word (|t| < 2^62), s = lo + t with
+// k = carry - [t < 0] in {-1, 0, 1}, then s + k EPS = s - sext(k) + (k << 32), which cannot wrap
+// again (k = 1: s < 2^62; k = -1: s > 2^64 - 2^62).
+__device__ __forceinline__ uint64_t gl_acc_red(gl_acc x) {
+    uint64_t r;
+    asm("{\n\t"
+        ".reg .u32 sh, t0, t1, s0, s1, k, sk;\n\t"
+        ".reg .u64 t, s;\n\t"
+        "shr.s32 sh, %2, 31;\n\t"
+        "sub.cc.u32 t0, 0, %2;\n\t"          // t = h 2^32 - sext(h)
+        "subc.u32 t1, %2, sh;\n\t"
+        "mov.b64 t, {t0, t1};\n\t"
+        "add.cc.u64 s, %1, t;\n\t"
+        "addc.u32 k, sh, 0;\n\t"
+        "mov.b64 {s0, s1}, s;\n\t"
+        "shr.s32 sk, k, 31;\n\t"
+        "sub.cc.u32 s0, s0, k;\n\t"
+        "subc.u32 s1, s1, sk;\n\t"
+        "add.u32 s1, s1, k;\n\t"
+        "mov.b64 %0, {s0, s1};\n\t"
+        "}"
+        : "=l"(r) : "l"(x.lo), "r"(x.hi));
+    return r;
+}
+#else
+// The same steps in C (the host check's form, and the device's under -DEXPS_PORTABLE).
+EXPS_HD gl_acc gl_acc_mul(uint64_t a, uint64_t b) {
+    const uint64_t lo = a * b, hi = gl_mulhi(a, b), hh = hi >> 32, hl = hi & EXPS_EPS;
+    const uint64_t d = lo - hh, t = hl * EXPS_EPS, s = d + t;
+    gl_acc r;
+    r.lo = s;
+    r.hi = (uint32_t)(s < d) - (uint32_t)(lo < hh);
+    return r;
+}
+EXPS_HD gl_acc gl_acc_add(gl_acc x, gl_acc y) {
+    gl_acc r;
+    r.lo = x.lo + y.lo;
+    r.hi = x.hi + y.hi + (uint32_t)(r.lo < x.lo);
+    return r;
+}
+EXPS_HD gl_acc gl_acc_sub(gl_acc x, gl_acc y) {
+    gl_acc r;
+    r.lo = x.lo - y.lo;
+    r.hi = x.hi - y.hi - (uint32_t)(x.lo < y.lo);
+    return r;
+}
+EXPS_HD uint64_t gl_acc_red(gl_acc x) {
+    const int64_t h = (int32_t)x.hi;
+    const uint64_t t = (uint64_t)(h * (int64_t)EXPS_EPS), s = x.lo + t;
+    const int64_t k = (int64_t)(s < x.lo) - (int64_t)(h < 0);
+    return s + (uint64_t)(k * (int64_t)EXPS_EPS);
+}
+#endif
+
+// a * b as a field element (not the production word: gl3_mul's is).
+EXPS_HD gl3 gl3_mul_v(gl3 a, gl3 b) {
+    const uint64_t A01 = gl_add(a.v0, a.v1), A02 = gl_add(a.v0, a.v2), A12 = gl_add(a.v1, a.v2);
+    const uint64_t B01 = gl_add(b.v0, b.v1), B02 = gl_add(b.v0, b.v2), B12 = gl_add(b.v1, b.v2);
+    const gl_acc D = gl_acc_mul(a.v0, b.v0), E = gl_acc_mul(a.v1, b.v1), F = gl_acc_mul(a.v2, b.v2);
+    const gl_acc R0 = gl_acc_mul(A12, B12), R1 = gl_acc_mul(A01, B01), R2 = gl_acc_mul(A02, B02);
+    const gl_acc G = gl_acc_sub(D, E);
+    return gl3_make(gl_acc_red(gl_acc_sub(gl_acc_add(R0, G), F)),
+                    gl_acc_red(gl_acc_sub(gl_acc_sub(gl_acc_sub(gl_acc_add(R1, R0), E), E), D)),
+                    gl_acc_red(gl_acc_sub(R2, G)));
+}
+
+// Every output component's value >= EPS (then canon(c) is the production word); dim 1: v0 only.
+// -DEXPS_FORCE_EXACT (tests, gpucheck --force-exact): no row is, every row runs the exact program.
+EXPS_HD int exps_fast_ok(gl3 r, int dim) {
+#ifdef EXPS_FORCE_EXACT
+    (void)r; (void)dim;
+    return 0;
+#endif
+    return gl_canon(r.v0) >= EXPS_EPS && (dim == 1 || (gl_canon(r.v1) >= EXPS_EPS && gl_canon(r.v2) >= EXPS_EPS));
+}
+
+// The exact program (codegen/program.py): the Q expression's ops in order, lowered to the base ops
+// the exact extension ops are made of, one per step (the evaluator's registers count toward every
+// Q kernel's: a callee is allocated with its caller).
+enum { EXPS_XOP_ADD = 0, EXPS_XOP_SUB = 1, EXPS_XOP_MUL = 2, EXPS_XOP_NEG = 3, EXPS_XOP_COPY = 4 };
+enum { EXPS_XA_LOCAL = 0, EXPS_XA_SLOT = 1, EXPS_XA_NUMBER = 2, EXPS_XA_ZI = 3, EXPS_XA_CM = 4,
+       EXPS_XA_CONST = 5, EXPS_XA_PUBLIC = 6, EXPS_XA_CHALLENGE = 7, EXPS_XA_EVAL = 8,
+       EXPS_XA_AIRVALUE = 9, EXPS_XA_AIRGROUPVALUE = 10, EXPS_XA_PROOFVALUE = 11, EXPS_XA_NONE = 15 };
+struct exps_xarg { uint32_t kind, stage; int64_t shift; uint64_t v; };
+struct exps_xop { uint32_t op, dkind; uint64_t dst; exps_xarg a, b; };
+#ifdef __CUDACC__
+#define EXPS_PROGRAM __device__ const
+#else
+#define EXPS_PROGRAM static const
+#endif
+
+// The word an operand names, loaded as the kernel text loads it (emit._leaf_c; v = column + component).
+EXPS_HD uint64_t exps_xword(const ExpsCtx& X, uint64_t row, uint64_t lo, uint64_t wave,
+                            const uint64_t* scratch, const uint64_t* loc, const exps_xarg& g) {
+    switch (g.kind) {
+    case EXPS_XA_LOCAL: return loc[g.v];
+    case EXPS_XA_SLOT: return scratch[g.v * wave + lo];
+    case EXPS_XA_NUMBER: return g.v;
+    case EXPS_XA_ZI: return EXPS_LD(X.zi + row);
+    case EXPS_XA_CM: return EXPS_LD(X.cm[g.stage] + (g.v << X.lg) + EXPS_ROW(g.shift));
+    case EXPS_XA_CONST: return EXPS_LD(X.cst + (g.v << X.lg) + EXPS_ROW(g.shift));
+    case EXPS_XA_PUBLIC: return EXPS_LD(X.publics + g.v);
+    case EXPS_XA_CHALLENGE: return EXPS_LD(X.challenges + g.v);
+    case EXPS_XA_EVAL: return EXPS_LD(X.evals + g.v);
+    case EXPS_XA_AIRVALUE: return EXPS_LD(X.airvalues + g.v);
+    case EXPS_XA_AIRGROUPVALUE: return EXPS_LD(X.airgroupvalues + g.v);
+    case EXPS_XA_PROOFVALUE: return EXPS_LD(X.proofvalues + g.v);
+    default: return 0;
+    }
+}
+
+// Runs the program's `n` ops for `row` (local words in loc[], cross-chunk words in the row's scratch
+// slots) and stores the result's words (res[]) as the row's q words (dim 1: v0, then 0, 0). It stores
+// them itself, so that the caller keeps nothing live across the call (ptxas would save it to the
+// stack: spill stores, which the tuner refuses).
+EXPS_HD_OUTLINE void exps_q_exact(const ExpsCtx& X, uint64_t row, uint64_t lo, uint64_t wave, uint64_t* scratch,
+                                  const exps_xop* prog, uint32_t n, const exps_xarg* res, int dim, uint64_t* loc,
+                                  uint64_t* q) {
+#ifdef __CUDA_ARCH__
+#pragma unroll 1
+#endif
+    for (uint32_t i = 0; i < n; ++i) {
+        const exps_xop& o = prog[i];
+        const uint64_t a = exps_xword(X, row, lo, wave, scratch, loc, o.a);
+        const uint64_t b = o.op <= EXPS_XOP_MUL ? exps_xword(X, row, lo, wave, scratch, loc, o.b) : 0;
+        const uint64_t w = o.op == EXPS_XOP_ADD ? gl_add(a, b) : o.op == EXPS_XOP_SUB ? gl_sub(a, b)
+                         : o.op == EXPS_XOP_MUL ? gl_mul(a, b) : o.op == EXPS_XOP_NEG ? gl_neg(a) : a;
+        if (o.dkind == EXPS_XA_SLOT)
+            scratch[o.dst * wave + lo] = w;
+        else
+            loc[o.dst] = w;
+    }
+    q[row] = exps_xword(X, row, lo, wave, scratch, loc, res[0]);
+    q[X.D + row] = dim == 3 ? exps_xword(X, row, lo, wave, scratch, loc, res[1]) : 0;
+    q[2 * X.D + row] = dim == 3 ? exps_xword(X, row, lo, wave, scratch, loc, res[2]) : 0;
+}
+
 // (The launch shape, the scratch top-up and the C ABI are the launcher's: exps_runtime.cpp.)
 
 // ------------------------------------------------------------------------- expression stores

@@ -62,12 +62,12 @@ HOST_FLAGS = ("-std=c++17", "-fPIC", "-Wall", "-Wextra", "-fvisibility=hidden", 
 O0_LINES = 20000
 
 
-def _host_object(cxx: str, src: Path, workdir: Path, header_digest: str) -> Path:
+def _host_object(cxx: str, src: Path, workdir: Path, header_digest: str, defines: tuple[str, ...] = ()) -> Path:
     """One TU -> object, through a content cache (TU text, headers, compiler identity, flags)."""
     import hashlib
     text = src.read_bytes()
     opt = "-O0" if text.count(b"\n") > O0_LINES else "-O1"
-    flags = [*HOST_FLAGS, opt]
+    flags = [*HOST_FLAGS, opt, *defines]
     ident = _cxx_identity(cxx)
     key = hashlib.sha256(b"\0".join([text, header_digest.encode(), ident.encode(),
                                       " ".join(flags).encode()])).hexdigest()
@@ -102,11 +102,13 @@ def _cxx_identity(cxx: str) -> str:
     return _CXX_IDS[cxx]
 
 
-def build_host_library(files: dict[str, str], workdir: Path, cxx: str | None = None) -> Path:
+def build_host_library(files: dict[str, str], workdir: Path, cxx: str | None = None,
+                       defines: tuple[str, ...] = ()) -> Path:
     """Write a kernel's sources (`emit.render`: device TUs and launch table) and compile them with
     g++ (`-DEXPS_HOSTCHECK`) into one shared library with the generic launcher (templates/
     exps_runtime.cpp, which then calls the kernels' host forms): each TU on its own (in parallel,
-    one per core) through a content cache, then one link. Any warning fails."""
+    one per core) through a content cache, then one link. Any warning fails. `defines`: extra
+    -D flags (tests: -DEXPS_FORCE_EXACT runs every Q row through the exact program)."""
     from concurrent.futures import ThreadPoolExecutor
     import hashlib
     workdir.mkdir(parents=True, exist_ok=True)
@@ -122,7 +124,7 @@ def build_host_library(files: dict[str, str], workdir: Path, cxx: str | None = N
     out = workdir / "hostcheck.so"
     cxx = cxx or _knobs.read().cxx
     with ThreadPoolExecutor(max(1, min(len(srcs), os.cpu_count() or 1))) as ex:
-        objs = list(ex.map(lambda s: _host_object(cxx, s, workdir, header_digest), srcs))
+        objs = list(ex.map(lambda s: _host_object(cxx, s, workdir, header_digest, tuple(defines)), srcs))
     argv = [cxx, "-shared", "-fPIC", *map(str, objs), "-o", str(out)]
     p = subprocess.run(argv, capture_output=True, text=True)
     if p.returncode != 0:
@@ -276,8 +278,9 @@ def _first_diff(got: np.ndarray, want: np.ndarray) -> str:
 
 def check_kernel(si: StarkInfo, si_json: dict, ei_json: dict, ks: KernelSource, lib: ctypes.CDLL,
                  seed: int = 1, min_rows_ext: int = 1024, min_rows: int = 64,
-                 max_rows: int = 1 << 13, mem=None) -> CheckResult:
-    """Run Q (ample and tight scratch) and every covered expression in every store mode."""
+                 max_rows: int = 1 << 13, mem=None, q_only: bool = False) -> CheckResult:
+    """Run Q (ample and tight scratch) and every covered expression in every store mode (`q_only`:
+    Q only)."""
     rng = np.random.default_rng(seed)
     res = CheckResult()
     n_ext = min(max(1 << si.n_bits_ext, min_rows_ext), max(max_rows, min_rows_ext))
@@ -302,7 +305,7 @@ def check_kernel(si: StarkInfo, si_json: dict, ei_json: dict, ks: KernelSource, 
             res.mismatches.append(f"Q (scratch {scratch_elems}): {_first_diff(got, want)}")
         res.q_words += got.size
     # ---- trace-domain expressions
-    for x in ks.exprs:
+    for x in ([] if q_only else ks.exprs):
         _check_expr(si, si_json, ei_json, x, lib, buf, n, rng, res, mem, steps)
     return res
 
