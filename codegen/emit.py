@@ -119,7 +119,16 @@ def _read(ir: KernelIR) -> set[int]:
     return out
 
 
-def chunk_body(ir: KernelIR, pl: Plan, c: int, read: set[int] | None = None) -> list[str]:
+#: the value path pays where a Q has this many 3x3 products (H200, session 7: with 3-5 the fallback's
+#: registers cost more than the products gain, 0.78x-0.84x; with 7-9 1.06x-1.12x)
+VALUE_MIN_MUL33 = 6
+
+
+def uses_value_path(ir: KernelIR) -> bool:
+    return sum(1 for op in ir.ops if (op.arith, op.shape) == ("mul", "33")) >= VALUE_MIN_MUL33
+
+
+def chunk_body(ir: KernelIR, pl: Plan, c: int, read: set[int] | None = None, value: bool = True) -> list[str]:
     """Lines of chunk `c`: lazy scratch loads, ops (value-only forms: OP_C_VALUE), stores right
     after definition."""
     start, end = pl.chunks[c]
@@ -138,7 +147,7 @@ def chunk_body(ir: KernelIR, pl: Plan, c: int, read: set[int] | None = None) -> 
                     lines.append(f"const gl3 v{a.id} = gl3_make({_scratch_c(s, 0)}, "
                                  f"{_scratch_c(s, 1)}, {_scratch_c(s, 2)});")
                 names[a.id] = f"v{a.id}"
-        lines.append(_op_line(i, op, names, value=True))
+        lines.append(_op_line(i, op, names, value=value))
         names[i] = f"v{i}"
         if i not in read:
             lines.append(f"(void)v{i};")
@@ -233,9 +242,10 @@ def q_part(ks: KernelSource, c: int) -> dict:
         if "read" not in ks._q_parts:
             ks._q_parts["read"] = _read(ir)
         last = c == pl.n_chunks - 1
-        lines = chunk_body(ir, pl, c, ks._q_parts["read"])
+        value = uses_value_path(ir)
+        lines = chunk_body(ir, pl, c, ks._q_parts["read"], value)
         # the last chunk holds the exact program its rows fall back to (codegen/program.py)
-        prog = exact_program(ir, pl) if last else None
+        prog = exact_program(ir, pl) if last and value else None
         rows = prog.c_rows() if prog else []
         res = prog.c_result() if prog else []
         got = {"index": c, "lines": lines, "last": last, "prog": rows, "prog_res": res,

@@ -173,27 +173,16 @@ def test_uncorrupted_control() -> None:
 
 def test_swapped_add_operands_are_detected() -> None:
     """JSON add(cm1', cm0) is kept in that order (equal ranks); running it as add(cm0, cm1') is
-    field-equal but not bit-identical (only the left operand is canonicalised). Since the value
-    path (docs/DESIGN-value-path.md) the kernel text's order is no longer observable: its rows store
-    canon(v), which the order does not change, and a row with a small output runs the exact
-    program, where the order is kept. So the swap in the text passes, and the same swap in the
-    program fails once every row runs it (-DEXPS_FORCE_EXACT)."""
+    field-equal but not bit-identical (only the left operand is canonicalised)."""
     si, ks, files = _neg_setup()
     q = files[TU]
     a = emit._leaf_c(Leaf("cm", 1, stage=1, col=1, shift=2))        # cm1' (opening 1 x blowup 2)
     b = emit._leaf_c(Leaf("cm", 1, stage=1, col=0))
     line = f"gl_add({a}, {b})"
     assert q.count(line) == 1
-    res = _check_text({**files, TU: q.replace(line, f"gl_add({b}, {a})")}, si, SI, EI, ks)
-    assert res.mismatches == []
-    row, swapped = "{0u, 0u, 0ull, {4u, 1u, 2ll, 1ull}, {4u, 1u, 0ll, 0ull}}", "{0u, 0u, 0ull, {4u, 1u, 0ll, 0ull}, {4u, 1u, 2ll, 1ull}}"
-    assert q.count(row) == 1                 # the program's add: cm1' (shift 2, column 1), cm0
-    for text, want in ((q, 0), (q.replace(row, swapped), 1)):
-        with tempfile.TemporaryDirectory(prefix="exps-neg-") as d:
-            lib = hostcheck._load(hostcheck.build_host_library({**files, TU: text}, Path(d),
-                                                               defines=("-DEXPS_FORCE_EXACT",)))
-            res = check_kernel(si, SI, EI, ks, lib)
-        assert len(res.mismatches) == want
+    files = dict(files, **{TU: q.replace(line, f"gl_add({b}, {a})")})
+    res = _check_text(files, si, SI, EI, ks)
+    assert len(res.mismatches) == 1
     assert res.mismatches[0].startswith("Q (scratch 0): ")
     n_diff = int(re.search(r"(\d+) words differ", res.mismatches[0]).group(1))
     assert 0 < n_diff < 1024          # only rows where an operand is >= p (raw words) differ
