@@ -305,12 +305,12 @@ def test_number_literals_in_rendered_text() -> None:
     ops.append(Op("mul", "11", Val(len(ops) - 1, 1), Leaf("zi", 1), 1))
     ir = KernelIR(3, True, tuple(ops))
     text = render_parts(KernelSource("num", ir, plan(ir, 0), [], HASH))["num_q0.cu"]
-    # the kernel text (the exact program's table, before it, holds the same numbers as data)
+    assert "0x" not in text.split("Do not edit.")[1]      # the exact program's table too, if any
+    # the kernel text (an exact program's table, before it, holds the same numbers as data)
     text = text[text.index("// Per-row work of chunk"):]
     found = re.findall(r"\b(\d+)ull\b", text)
     assert [int(x) for x in found] == vals
     assert all(re.fullmatch(r"0|[1-9]\d*", x) for x in found)          # decimal, no 0x / octal
-    assert "0x" not in text.split("Do not edit.")[1]
 
 
 @pytest.mark.parametrize("bad", [1 << 64, -1])

@@ -135,7 +135,7 @@ def check_c(files: dict[str, str]) -> None:
             assert lit in strings, f"{name}: unexpected string literal {lit[:80]}"
         code = STRING_LIT.sub('""', code)
         bad = {t for t in IDENT.findall(code) if _norm(t) not in vocab and not re.fullmatch(r"\d+\w*", t)
-               and not re.fullmatch(rf"{KERNEL_NAME}(?:_k|_ki|_h)?", t)}
+               and not re.fullmatch(rf"{KERNEL_NAME}(?:_k|_ki|_h|_prog|_res)?", t)}
         # hex digits of numbers such as 0x... and suffixes like 'ull' follow digits: drop those tokens
         bad = {t for t in bad if not re.search(rf"\d{re.escape(t)}", code)}
         assert not bad, f"{name}: identifiers not from the templates: {sorted(bad)[:5]}"
