@@ -258,12 +258,19 @@ def floor_cost(ir: KernelIR, pl: Plan, m: CostModel = CostModel()) -> float:
     return cost(ir, pl, [1] * pl.n_chunks, m)
 
 
+#: a Q of fewer ops than this is one kernel unless that spills: cut in two chunks by the cost model,
+#: Tiny (39 ops) ran 0.78x and Lookup3 (40) 0.94x on the H200 (session 7, value path)
+SINGLE_ONLY_BELOW = 2 * FLOOR
+
+
 def first_probe(ir: KernelIR, plans: dict[int, Plan], m: CostModel = CostModel()) -> tuple[int, bool]:
     """The candidate tune() compiles first (the best estimate; when every estimate spills, the
     smallest chunks) and whether the estimate expects it to end the search: its estimated cost is
     no more than every other candidate's `floor_cost` (measured as estimated, it leaves nothing
     to probe). A build then compiles that first probe as its final object (actions.act_tune)."""
     n = len(ir.ops)
+    if n < SINGLE_ONLY_BELOW and 0 in plans:
+        return 0, True
     est = {c: (math.inf if max(r) > MAX_REGS else cost(ir, pl, r, m))
            for c, pl in plans.items() for r in [estimated_regs(ir, pl)]}
     first = min(plans, key=lambda c: (est[c], c or n))
@@ -331,6 +338,10 @@ def tune(ir: KernelIR, compile_plan: Compiler, slots_cap: int = 1 << 20, max_pro
     # the best prediction; when every one is infinite (all estimated to spill), the smallest chunks
     p = probe(first_probe(ir, plans, m)[0])
     best = None if p.spills else p
+    if best is not None and n < SINGLE_ONLY_BELOW and best.ops_per_chunk == 0:
+        log.info("autotune: %d ops, the single kernel does not spill: one kernel", n)
+        res.ops_per_chunk = 0
+        return res
     while len(measured) < max_probes:
         if best is not None and all(floor_cost(ir, pl, m) >= best.cost for c, pl in plans.items() if c not in measured):
             log.info("autotune: no untried chunking beats %.0f even at full occupancy", best.cost)
