@@ -242,7 +242,9 @@ def q_part(ks: KernelSource, c: int) -> dict:
         if "read" not in ks._q_parts:
             ks._q_parts["read"] = _read(ir)
         last = c == pl.n_chunks - 1
-        value = uses_value_path(ir)
+        if "value" not in ks._q_parts:          # once per kernel: it counts every op
+            ks._q_parts["value"] = uses_value_path(ir)
+        value = ks._q_parts["value"]
         lines = chunk_body(ir, pl, c, ks._q_parts["read"], value)
         # the last chunk holds the exact program its rows fall back to (codegen/program.py)
         prog = exact_program(ir, pl) if last and value else None
