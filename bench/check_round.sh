@@ -30,19 +30,7 @@ for pk in "${keys[@]}"; do
 done
 wait
 echo "$(el) built: after $(find /tmp/after -name '*.exps.so' | wc -l), before $(find /tmp/before -name '*.exps.so' | wc -l)" | tee -a "$S"
-end=$(( $(date +%s) + ${GPUCHECK_S:-100} ))
-# the checks' time is the numpy oracle's (one core each): GPUCHECK_P keys at once share the GPU
-for j in $(seq 0 $(( i - 1 ))); do
-  while [ "$(jobs -rp | wc -l)" -ge "${GPUCHECK_P:-6}" ]; do sleep 0.2; done
-  left=$(( end - $(date +%s) )); [ $left -gt 3 ] || { echo "gpucheck: time up at key $j" | tee -a "$S"; break; }
-  timeout $left python3 -m codegen.cli gpucheck /tmp/after/$j/pk --arch 90 --build-dir /tmp/after/$j/b > "$OUT/gpucheck.$j.log" 2>&1 &
-done
-wait
-for j in $(seq 0 $(( i - 1 ))); do
-  [ -f "$OUT/gpucheck.$j.log" ] || continue
-  cat "$OUT/gpucheck.$j.log" >> "$OUT/gpucheck.log"; rm -f "$OUT/gpucheck.$j.log"
-  tail -1 "$OUT/gpucheck.log" | tee -a "$S"
-done
+gpucheck_keys /tmp/after "$i" "$OUT/gpucheck.log" "${GPUCHECK_S:-100}"
 echo "$(el) bench" | tee -a "$S"
 airs=(); for a in ${AIRS:-Medium Large Shared ConnectionNew Intermediates SpecifiedRanges RangeCheck4}; do airs+=(--air "$a"); done
 timeout "${BENCH_S:-60}" python3 bench/run.py "${a_args[@]}" "${c_args[@]}" "${b_args[@]}" "${airs[@]}" --rows 22 --reps 5 --warmup 2 --no-smem \

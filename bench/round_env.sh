@@ -27,3 +27,21 @@ build_variant() {
     i=$(( i + 1 ))
   done
 }
+
+# gpucheck_keys ROOT N LOG SECONDS: `exps-codegen gpucheck` of ROOT/<i>/pk (build dir ROOT/<i>/b) for
+# i < N, GPUCHECK_P (default 6) at once (their time is the numpy oracle's, one core each), until
+# SECONDS have passed; each key's log appended to LOG in key order, its last line to the summary.
+gpucheck_keys() {
+  local root=$1 n=$2 log=$3 end=$(( $(date +%s) + $4 )) j left
+  for j in $(seq 0 $(( n - 1 ))); do
+    while [ "$(jobs -rp | wc -l)" -ge "${GPUCHECK_P:-6}" ]; do sleep 0.2; done
+    left=$(( end - $(date +%s) )); [ $left -gt 3 ] || { echo "gpucheck: time up at key $j" | tee -a "$S"; break; }
+    timeout $left python3 -m codegen.cli gpucheck "$root/$j/pk" --arch 90 --build-dir "$root/$j/b" > "$log.$j" 2>&1 &
+  done
+  wait
+  for j in $(seq 0 $(( n - 1 ))); do
+    [ -f "$log.$j" ] || continue
+    cat "$log.$j" >> "$log"; rm -f "$log.$j"
+    tail -1 "$log" | tee -a "$S"
+  done
+}
