@@ -10,8 +10,8 @@
 //   m050  bench/baseline/gl_mul_variants.cuh -DEXPS_GL_MUL_V050, then templates/gen_common.cuh
 //         (gl_mul: the form of emitter 0.5.0)
 //   mw5   the same with -DEXPS_GL_MUL_W5 (gl_mul: the all-IMAD.WIDE candidate)
-//   lazy  templates/gen_common.cuh + bench/lazy_ops.cuh -DFO_LAZY (gl3_mul and the q_mix loop's
-//         gl3_add(gl3_mul(.)) as value-only accumulator forms: checked mod p, not word for word)
+//   lazy  templates/gen_common.cuh + bench/lazy_ops.cuh -DFO_LAZY (gl3_mul as gl3_mul_v, the q_mix
+//         loop's gl3_add(gl3_mul(.)) fused into its accumulators: checked mod p, not word for word)
 //
 // <ns>_check(op, a, b, out, n): out[i] = op(a[i], b[i]) on the GPU (host buffers in and out;
 //   extension ops read and write 3 words per element).
@@ -41,7 +41,7 @@ namespace FO_NS {
 #include "gen_common.cuh"
 #endif
 #if defined(FO_LAZY)
-#define FO_MUL33(x, y) lz_gl3_mul(x, y)
+#define FO_MUL33(x, y) gl3_mul_v(x, y)
 #define FO_MULADD33(x, y, z) lz_gl3_mul_add(x, y, z)
 #else
 #define FO_MUL33(x, y) gl3_mul(x, y)

@@ -13,7 +13,7 @@ Builds bench/fieldops.cu six times into one library (bench/fieldops.cu says why)
         -DEXPS_GL_MUL_V050),
   mw5   cur but gl_mul the other candidate of issue #13 (every partial product one IMAD.WIDE;
         the same file, -DEXPS_GL_MUL_W5),
-  lazy  cur with bench/lazy_ops.cuh's value-only gl3_mul and fused gl3_mul + gl3_add (issue #13
+  lazy  cur with the value path's gl3_mul_v and bench/lazy_ops.cuh's fused gl3_mul + gl3_add (issue #13
         study: accumulators, one reduction per output component). Checked mod p (its words are
         the right field elements, not the production's), every other variant word for word.
 

@@ -6,7 +6,7 @@
 # speed side only:
 #   1. bench/fieldops.py (every variant checked, `lazy` mod p; loops timed for cur and lazy);
 #   2. the keys matching KEYS_RE built by this tree ("base") and by a copy whose gen_common.cuh
-#      maps every device gl3_mul to bench/lazy_ops.cuh's lz_gl3_mul ("lazy": value-only, so its q
+#      maps every device gl3_mul to gl3_mul_v with no fallback ("lazy": value-only, so its q
 #      words are NOT the production's: bench/run.py says "NO" in its bit-identical column), each
 #      with its own autotune; then bench/run.py lazy vs base on AIRS, same run.
 # Usage: bash bench/lazy_round.sh OUT     Limits (s): FIELDOPS_S=150 BUILD_S=150 BENCH_S=120.
@@ -22,14 +22,14 @@ dl=$(( $(date +%s) + ${BUILD_S:-150} ))
 for v in base lazy; do
   t=/tmp/lz$v; variant_tree "$t"
   if [ $v = lazy ]; then
-    python3 - "$t/tree/templates/gen_common.cuh" bench/lazy_ops.cuh <<'EOF'
+    python3 - "$t/tree/templates/gen_common.cuh" <<'EOF'
 import sys
-p, lazy = sys.argv[1], open(sys.argv[2]).read().replace('#include "gen_common.cuh"\n', "")
+p = sys.argv[1]
 s = open(p).read()
 i = s.rindex("#endif")
-open(p, "w").write(s[:i] + "#ifdef EXPS_DEVICE_PTX\n" + lazy + "\n#define gl3_mul lz_gl3_mul\n#endif\n" + s[i:])
+open(p, "w").write(s[:i] + "#ifdef EXPS_DEVICE_PTX\n#define gl3_mul gl3_mul_v\n#endif\n" + s[i:])
 EOF
-    grep -q "define gl3_mul lz_gl3_mul" "$t/tree/templates/gen_common.cuh" || { echo "lazy: not rewritten" | tee -a "$S"; exit 1; }
+    grep -q "define gl3_mul gl3_mul_v" "$t/tree/templates/gen_common.cuh" || { echo "lazy: not rewritten" | tee -a "$S"; exit 1; }
   fi
   build_variant "$t" "$dl" "$v" "${keys[@]}"
 done
