@@ -344,7 +344,13 @@ def cmd_verify(a) -> int:
 
 
 def cmd_gpucheck(a) -> int:
+    from codegen.build.preflight import UserError
     from codegen.check.gpucheck import main as gmain
+    try:
+        import cupy  # noqa: F401  (the check's device memory)
+    except ImportError as e:
+        raise UserError(f"gpucheck needs CuPy and a CUDA GPU ({e}): pip install -e '.[gpu]', "
+                        "or run `exps-codegen verify` (the host check, no GPU)") from None
     return gmain(_settings(a))
 
 

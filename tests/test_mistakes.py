@@ -143,6 +143,18 @@ def test_nvcc_missing(tmp_path: Path, small_key: Path, front: str) -> None:
     _nothing_created(tmp_path)
 
 
+def test_gpucheck_without_cupy(tmp_path: Path, small_key: Path) -> None:
+    """No CuPy (a build machine): one line that says what to install and what runs without a GPU.
+    A `cupy` module that fails to import stands in for its absence wherever CuPy is installed."""
+    fake = tmp_path / "nocupy"
+    fake.mkdir()
+    (fake / "cupy.py").write_text("raise ImportError('No module named cupy')\n")
+    env = _env(tmp_path, PYTHONPATH=os.pathsep.join([str(fake), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    p = _run([*bk.exps_codegen(), "gpucheck", str(small_key), "--arch", "90"], tmp_path, env=env)
+    _one_line(p, f"{PREFIX}gpucheck needs CuPy and a CUDA GPU (No module named cupy): pip install -e '.[gpu]', "
+                 "or run `exps-codegen verify` (the host check, no GPU)")
+
+
 @pytest.mark.parametrize("front", ["cli", "doit"])
 def test_emit_needs_no_nvcc(tmp_path: Path, small_key: Path, front: str) -> None:
     """Sources only: with a chunk nothing is probed; without one the cost model's estimate is
