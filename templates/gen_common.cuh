@@ -323,6 +323,10 @@ struct ExpsCtx {
     const uint64_t* evals;
     uint64_t D, mask;
     unsigned lg;             // log2(D): column c starts at c << lg
+    // what the context was made of (exps_ctx's arguments): exps_q_exact makes its own from them,
+    // so that a kernel that can call it need not keep this struct in memory (see there)
+    const StepsParams* P;
+    uint64_t o1, o2, o3, ozi;
 };
 
 // Read-only input loads (columns, constants, scalars: never written while a kernel runs).
@@ -362,6 +366,11 @@ EXPS_HD ExpsCtx exps_ctx(const StepsParams* P, uint64_t D, int extended, uint64_
     X.D = D;
     X.mask = D - 1;
     X.lg = exps_log2_ceil(D);
+    X.P = P;
+    X.o1 = o1;
+    X.o2 = o2;
+    X.o3 = o3;
+    X.ozi = ozi;
     return X;
 }
 
@@ -516,7 +525,7 @@ struct exps_xop { uint32_t op, dkind; uint64_t dst; exps_xarg a, b; };
 #endif
 
 // The word an operand names, loaded as the kernel text loads it (emit._leaf_c; v = column + component).
-EXPS_HD uint64_t exps_xword(const ExpsCtx& X, uint64_t row, uint64_t lo, uint64_t wave,
+EXPS_HD_OUTLINE uint64_t exps_xword(const ExpsCtx& X, uint64_t row, uint64_t lo, uint64_t wave,
                             const uint64_t* scratch, const uint64_t* loc, const exps_xarg& g) {
     switch (g.kind) {
     case EXPS_XA_LOCAL: return loc[g.v];
@@ -535,13 +544,29 @@ EXPS_HD uint64_t exps_xword(const ExpsCtx& X, uint64_t row, uint64_t lo, uint64_
     }
 }
 
-// Runs the program's `n` ops for `row` (local words in loc[], cross-chunk words in the row's scratch
-// slots) and stores the result's words (res[]) as the row's q words (dim 1: v0, then 0, 0). It stores
-// them itself, so that the caller keeps nothing live across the call (ptxas would save it to the
-// stack: spill stores, which the tuner refuses).
-EXPS_HD_OUTLINE void exps_q_exact(const ExpsCtx& X, uint64_t row, uint64_t lo, uint64_t wave, uint64_t* scratch,
-                                  const exps_xop* prog, uint32_t n, const exps_xarg* res, int dim, uint64_t* loc,
-                                  uint64_t* q) {
+// The row a Q kernel hands to exps_q_exact: its context's arguments (exps_ctx(P, D, 1, o1, o2, o3,
+// ozi)), the row and its scratch. Made in the fallback branch only. The context itself is not
+// passed: a struct passed by reference is an address, and ptxas stored the caller's whole context
+// (22 words) to the stack in every thread before its first row, fallback or not (15 STL per row,
+// 120 bytes of local memory written per row: more than a small Q reads); passed as scalars, the
+// arguments raised the caller's registers (48 -> 56 on U8Air).
+struct exps_qrow {
+    const StepsParams* P;
+    uint64_t D, o1, o2, o3, ozi, row, lo, wave;
+    uint64_t* scratch;
+    uint64_t* q;
+};
+
+// Runs the program's `n` ops for the row (local words in loc[], cross-chunk words in the row's
+// scratch slots) and stores the result's words (res[]) as the row's q words (dim 1: v0, then 0, 0).
+// It stores them itself, so that the caller keeps nothing live across the call (ptxas would save
+// it to the stack: spill stores, which the tuner refuses).
+EXPS_HD_OUTLINE void exps_q_exact(const exps_qrow& A, const exps_xop* prog, uint32_t n, const exps_xarg* res,
+                                  int dim, uint64_t* loc) {
+    const ExpsCtx X = exps_ctx(A.P, A.D, 1, A.o1, A.o2, A.o3, A.ozi);
+    const uint64_t row = A.row, lo = A.lo, wave = A.wave;
+    uint64_t* scratch = A.scratch;
+    uint64_t* q = A.q;
 #ifdef __CUDA_ARCH__
 #pragma unroll 1
 #endif
