@@ -533,7 +533,19 @@ class InputSet:
         g.fill(self.const, seed + 1)
         for i, (k, v) in enumerate(sorted(self.scalars.items())):
             g.fill(v, seed + 2 + i)
-        if os.environ.get("BENCH_ZI") == "uniform":
+        if os.environ.get("BENCH_INPUTS") == "uniform":
+            # what the prover's extended-domain inputs look like: every committed and fixed column
+            # a low-degree extension, so uniform field elements whatever the trace held (0/1
+            # selectors and small integers become random words on the coset); scalars random too.
+            # The default mix (small integers and 0/1 on every column) makes Q small on many rows,
+            # i.e. the value path's fallback on most warps: a representation test, not a workload.
+            rs = cp.random.RandomState(seed + 77)
+            for a in (self.aux, self.const, *self.scalars.values()):
+                if a.size:
+                    a[:] = rs.randint(0, 1 << 62, size=a.size, dtype=cp.int64).astype(cp.uint64) * cp.uint64(4) \
+                        + rs.randint(0, 4, size=a.size, dtype=cp.int64).astype(cp.uint64)
+                    a[a >= cp.uint64(0xFFFFFFFF00000001)] -= cp.uint64(0xFFFFFFFF00000001)
+        if os.environ.get("BENCH_ZI") == "uniform" or os.environ.get("BENCH_INPUTS") == "uniform":
             # a real zerofier inverse: uniform field elements, never 0 (the default mix gives Q = 0 on
             # the ~14% of rows whose zi word is 0 or p: the value path's fallback on almost every warp)
             rs = cp.random.RandomState(seed + 99)
