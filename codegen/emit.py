@@ -119,9 +119,14 @@ def _read(ir: KernelIR) -> set[int]:
     return out
 
 
-#: the value path pays where a Q has this many 3x3 products (H200, session 7: with 3-5 the fallback's
-#: registers cost more than the products gain, 0.78x-0.84x; with 7-9 1.06x-1.12x)
-VALUE_MIN_MUL33 = 6
+#: a Q with this many 3x3 products takes the value path (docs/DESIGN-value-path.md). 1 since emitter
+#: 0.13.0: with inputs like the prover's (uniform field elements: every extended-domain column is a
+#: low-degree extension) the Qs of 1-5 products run 1.03x-1.09x on it and none slower (H200, session
+#: 8); session 7's 0.78x-0.84x at 3-5 products came from the benchmark's input mix (0/1 and small
+#: integers on every column: Q small on many rows, the fallback on most warps) and from the
+#: context the fallback's call stored on every row (emitter 0.12.0 took that out). A Q with no 3x3
+#: product (expr_optimizations' 3-op Test: Q = 0 for a zero witness) stays exact.
+VALUE_MIN_MUL33 = 1
 
 
 def uses_value_path(ir: KernelIR) -> bool:

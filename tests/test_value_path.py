@@ -69,6 +69,25 @@ def test_every_pk_q_row_through_the_exact_program(p) -> None:
     assert res.mismatches == [] and res.q_words > 0
 
 
+@requires("pk")
+def test_every_q_with_a_3x3_product_takes_the_value_path() -> None:
+    """The rule (emit.VALUE_MIN_MUL33 = 1, emitter 0.13.0): a Q with a 3x3 product is emitted with
+    value-only products and the exact fallback; one without (the 3-op Test AIR) keeps its exact
+    text. Counted over every kernel of ../shared/pk and the sample, by what the TUs contain."""
+    took, exact = set(), set()
+    for p in [q.values[0] for q in _kernels(SAMPLE) + _kernels(PK)]:
+        si, ei = load_air(p.starkinfo, p.expressions)
+        cov = cover(si, ei)
+        ks = hostcheck.kernel_source(p.key, cov)
+        text = "".join(t for n, t in render(ks).items() if n.endswith(".cu"))
+        products = sum(1 for op in ks.q.ops if (op.arith, op.shape) == ("mul", "33"))
+        assert ("exps_q_exact(A," in text) == (products > 0), p.base
+        assert ("gl3_mul_v(" in text) == (products > 0), p.base
+        (took if products else exact).add(p.base)
+    assert exact == {"Test"}
+    assert {"U8Air", "U16Air", "Air1", "Tiny", "Connection1", "Large"} <= took
+
+
 def test_chunked_exact_program_keeps_cross_chunk_values_in_their_slots() -> None:
     """Shared in 64-op chunks: the program writes the values that cross a cut to their scratch
     slots and reads them back there, every row through it, three scratch sizes (many waves)."""
