@@ -21,6 +21,7 @@ from codegen.coverage import ExprKernel
 from codegen.passes import PassStats, optimize
 from codegen.plan import Plan, plan
 from codegen.program import exact_program
+from codegen.remat import remat
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 COMMON_HEADER = "gen_common.cuh"
@@ -190,7 +191,8 @@ class KernelSource:
     and is re-planned into (at most) as many chunks as the given plan has, of equal size: `q` and
     `plan` are then what is emitted (and what `exps_min_scratch` reports); `q_in` keeps the IR as
     given and `pass_stats` the counts. Keeping the chunk count keeps chunk c of a tuning probe the
-    c-th kernel the tuner measured."""
+    c-th kernel the tuner measured. Then `codegen.remat`: the cheap values that cross a cut are
+    recomputed in the chunks that read them (same chunks; `remat_copies` ops added)."""
 
     key: str
     q: KernelIR
@@ -204,6 +206,8 @@ class KernelSource:
     probed: tuple[int, ...] | None = None
     q_in: KernelIR | None = field(default=None, init=False)
     pass_stats: PassStats | None = field(default=None, init=False)
+    #: ops added by codegen.remat (cheap values recomputed in the chunks that read them)
+    remat_copies: int = field(default=0, init=False)
     # what q_part / x_parts made of (q, plan) and exprs (made again when either is replaced)
     _q_parts: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     _x_parts: tuple | None = field(default=None, init=False, repr=False, compare=False)
@@ -218,6 +222,7 @@ class KernelSource:
             n = self.plan.n_chunks
             self.q = q
             self.plan = plan(q, -(-len(q.ops) // n) if n > 1 else 0)
+        self.q, self.plan, self.remat_copies = remat(self.q, self.plan)
 
 
 #: the name of a Q chunk kernel's per-row function, `k<digest>_q_c<chunk>` (its kernel `..._k`, its

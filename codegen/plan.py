@@ -121,7 +121,18 @@ def plan(ir: KernelIR, ops_per_chunk: int = 0) -> Plan:
     n = len(ir.ops)
     if ops_per_chunk <= 0 or ops_per_chunk >= n:
         return Plan(0, ((0, n),), loads=((),), stores=((),))
-    chunks = cuts(ir, ops_per_chunk)
+    return plan_chunks(ir, ops_per_chunk, cuts(ir, ops_per_chunk))
+
+
+def plan_chunks(ir: KernelIR, ops_per_chunk: int, chunks: tuple[tuple[int, int], ...]) -> Plan:
+    """The plan of given chunk ranges (consecutive, non-empty, covering every op): the values that
+    cross a cut, their loads and stores, their slots. `ops_per_chunk` is only recorded."""
+    n = len(ir.ops)
+    if not chunks or chunks[0][0] != 0 or chunks[-1][1] != n or \
+            any(s >= e or e != s2 for (s, e), (s2, _) in zip(chunks, chunks[1:] + ((n, n),))):
+        raise ValueError(f"chunks {chunks[:4]!r}... do not cover the {n} ops in order")
+    if len(chunks) == 1:
+        return Plan(ops_per_chunk, chunks, loads=((),), stores=((),))
     chunk_of = [c for c, (s, e) in enumerate(chunks) for _ in range(s, e)]
     last_chunk = [chunk_of[u] for u in last_uses(ir)]
     cross = [v for v in range(n) if last_chunk[v] > chunk_of[v]]

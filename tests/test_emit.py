@@ -28,7 +28,8 @@ from codegen.ir import KernelIR, Leaf, Op, Val, lower
 from codegen.coverage import cover
 from codegen.model import CmPol, Expression, Operand, StarkInfo, Step, load_air, parse_expressionsinfo, \
     parse_starkinfo
-from codegen.plan import plan
+from codegen.plan import plan, plan_chunks
+from codegen.remat import cheap as remat_cheap
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "provingkey-sample"
@@ -649,10 +650,20 @@ def run_end_to_end(si_json: dict, ei_json: dict, n_trace: int, opc: int) -> host
     assert cov.air_skip == ""
     assert len(cov.exprs) == n_trace and cov.skipped_exprs == []
     ks = hostcheck.kernel_source("prop", cov, opc, HASH)
-    assert ks.q_in is cov.q and len(ks.q.ops) == ks.pass_stats.ops_out <= len(cov.q.ops)
+    assert ks.q_in is cov.q and ks.pass_stats.ops_out <= len(cov.q.ops)
     n_given = -(-len(cov.q.ops) // opc) if 0 < opc < len(cov.q.ops) else 1
-    # the IR after the passes, re-planned into at most as many chunks as given
-    assert ks.plan == plan(ks.q, ks.plan.ops_per_chunk) and 1 <= ks.plan.n_chunks <= n_given
+    # the IR after the passes, re-planned into at most as many chunks as given; then the cheap
+    # values that cross a cut recomputed where they are read (codegen.remat): no load left of one
+    assert ks.plan == plan_chunks(ks.q, ks.plan.ops_per_chunk, ks.plan.chunks) and 1 <= ks.plan.n_chunks <= n_given
+    chunk_of = [c for c, (a, b) in enumerate(ks.plan.chunks) for _ in range(a, b)]
+    for v in {v for ch in ks.plan.loads for v in ch if remat_cheap(ks.q.ops[v])}:
+        # kept stored only where recomputing would leave its chunk empty: a chunk of cheap values
+        a, b = ks.plan.chunks[chunk_of[v]]
+        assert all(remat_cheap(ks.q.ops[i]) for i in range(a, b))
+    if ks.remat_copies == 0:
+        assert len(ks.q.ops) == ks.pass_stats.ops_out and ks.plan == plan(ks.q, ks.plan.ops_per_chunk)
+    else:
+        assert ks.plan.n_chunks > 1 and len(ks.q.ops) <= ks.pass_stats.ops_out + ks.remat_copies
     chunked = ks.plan.n_chunks > 1
     with tempfile.TemporaryDirectory(prefix="exps-prop-") as d:
         lib = hostcheck._load(hostcheck.build_host_library(render(ks), Path(d)))

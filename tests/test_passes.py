@@ -17,6 +17,7 @@ from codegen.coverage import cover
 from codegen.model import load_air
 from codegen.passes import cse, dce, optimize
 from codegen.plan import plan
+from codegen.remat import remat
 
 from test_plan import kernel_irs
 
@@ -152,9 +153,14 @@ def test_pass_counts_on_real_airs(si_path: Path, n_in: int, n_out: int, n_cse: i
 def test_kernel_source_replans_the_optimized_ir() -> None:
     _, _, cov = _q(CONN_NEW)
     ks = KernelSource("k", cov.q, plan(cov.q, 64), [], "0" * 64)
-    assert ks.q_in is cov.q and len(ks.q.ops) == 355
-    # as many chunks as before the passes (10 of 64 ops), of ceil(355 / 10) = 36 ops
-    assert ks.plan == plan(ks.q, 36) and ks.plan.n_chunks == 10
+    assert ks.q_in is cov.q and ks.pass_stats.ops_out == 355
+    # as many chunks as before the passes (10 of 64 ops), of ceil(355 / 10) = 36 ops; then the five
+    # leaf-only values that cross a cut (3x1 products of a challenge and a column) recomputed
+    o, _ = optimize(cov.q)
+    p36 = plan(o, 36)
+    assert (ks.q, ks.plan, ks.remat_copies) == remat(o, p36) and ks.remat_copies == 5
+    assert len(ks.q.ops) == 360 and ks.plan.chunks != p36.chunks and ks.plan.n_chunks == 10
+    assert ks.plan.total_slots < p36.total_slots
     off = KernelSource("k", cov.q, plan(cov.q, 64), [], "0" * 64, passes=False)
     assert off.q is cov.q and off.plan.n_chunks == 10 and off.pass_stats is None
     table = render(ks)["k_abi.cpp"]
