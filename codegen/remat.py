@@ -20,13 +20,28 @@ from __future__ import annotations
 from codegen.ir import KernelIR, Leaf, Op, Val
 from codegen.plan import Plan, plan_chunks
 
-#: leaf-only ops a later chunk recomputes: everything but the 3x3 product
+#: ops a later chunk recomputes: everything but the 3x3 product
 KEEP_STORED = frozenset({("mul", "33")})
+#: how deep a recomputed value's own operands may be recomputed with it: 1 = leaf-only ops; 2 =
+#: also ops over leaves and leaf-only values (each such operand copied once per chunk)
+DEPTH = 2
 
 
 def cheap(op: Op) -> bool:
     """Whether a chunk that reads `op`'s value recomputes it (all operands leaves, not a 3x3 product)."""
     return (op.arith, op.shape) not in KEEP_STORED and all(isinstance(a, Leaf) for a in op.args())
+
+
+def depths(ir: KernelIR) -> list[int]:
+    """Per value, the depth of the recomputable tree under it (1: a leaf-only op, 2: an op over
+    leaves and depth-1 values, ...; 0: not recomputable: a 3x3 product, or an operand that is not)."""
+    d = [0] * len(ir.ops)
+    for i, op in enumerate(ir.ops):
+        if (op.arith, op.shape) in KEEP_STORED:
+            continue
+        sub = [d[a.id] for a in op.args() if isinstance(a, Val)]
+        d[i] = 0 if 0 in sub else 1 + max(sub, default=0)
+    return d
 
 
 def remat(ir: KernelIR, pl: Plan) -> tuple[KernelIR, Plan, int]:
@@ -47,8 +62,10 @@ def remat(ir: KernelIR, pl: Plan) -> tuple[KernelIR, Plan, int]:
 def _remat(ir: KernelIR, pl: Plan, stored: set[int]):
     """The rewrite with the values in `stored` kept stored: (ir, plan, copies), None when nothing
     is recomputed, or the set of values to keep stored because their chunk would be empty."""
+    depth = depths(ir)
+
     def recompute(v: int) -> bool:
-        return v not in stored and cheap(ir.ops[v])
+        return v not in stored and 0 < depth[v] <= DEPTH
 
     if not any(recompute(v) for ch in pl.loads for v in ch):
         return None
@@ -66,10 +83,12 @@ def _remat(ir: KernelIR, pl: Plan, stored: set[int]):
                 if not isinstance(a, Val):
                     return a
                 if a.id < s and recompute(a.id):
-                    if a.id not in local:
+                    if a.id not in local:      # its operands first (depth <= DEPTH: short)
                         o = ir.ops[a.id]
+                        x = arg(o.a)
+                        y = arg(o.b) if o.b is not None else None
                         local[a.id] = len(ops)
-                        ops.append(Op(o.arith, o.shape, o.a, o.b, o.dim))
+                        ops.append(Op(o.arith, o.shape, x, y, o.dim))
                         copies += 1
                     return Val(local[a.id], a.dim)
                 return Val(new_of[a.id], a.dim)

@@ -1,4 +1,5 @@
 """codegen.remat: cheap values that cross a chunk cut recomputed where they are read (issue #13).
+Cheap: not a 3x3 product, and every operand a leaf or itself cheap, DEPTH (2) ops deep at most.
 
 By hand: what is recomputed, what stays stored, what goes. Property: on random IRs and chunkings
 the rewritten IR computes the same words (the gl64 evaluator of tests/test_passes.py), its plan
@@ -14,6 +15,8 @@ from hypothesis import strategies as st
 from codegen.ir import KernelIR, Leaf, Op, Val
 from codegen.plan import plan, plan_chunks
 from codegen.remat import cheap, remat
+from codegen.remat import DEPTH
+from codegen.remat import depths as remat_depths
 from test_passes import evaluate
 from test_plan import kernel_irs, simulate
 
@@ -27,39 +30,53 @@ def _two_chunks(ops) -> tuple[KernelIR, object]:
     return ir, plan_chunks(ir, 3, ((0, 3), (3, len(ops))))
 
 
-def test_by_hand_leaf_only_values_are_recomputed_the_rest_stays_stored() -> None:
+def test_by_hand_cheap_values_are_recomputed_the_rest_stays_stored() -> None:
     ir, pl = _two_chunks([
-        Op("add", "11", C0, C1, 1),                  # v0: cheap, read in chunk 1 only -> moves there
-        Op("mul", "33", CH, X3, 3),                  # v1: a 3x3 product of leaves -> stays stored
-        Op("mul", "11", Val(0, 1), C0, 1),           # v2: reads a value -> stays stored
+        Op("add", "11", C0, C1, 1),                  # v0: depth 1, chunk 0 reads it too
+        Op("mul", "33", CH, X3, 3),                  # v1: a 3x3 product -> stays stored
+        Op("mul", "11", Val(0, 1), C0, 1),           # v2: depth 2 (over v0) -> recomputed with v0
         Op("mul", "31", Val(1, 3), Val(0, 1), 3),    # v3 (chunk 1): reads v0 and v1
-        Op("add", "31", Val(3, 3), Val(2, 1), 3),    # v4
+        Op("add", "31", Val(3, 3), Val(2, 1), 3),    # v4: reads v2
         Op("mul", "31", Val(4, 3), Val(0, 1), 3),    # v5: v0 again (one copy per chunk)
     ])
-    assert sorted(pl.loads[1]) == [0, 1, 2]
+    assert sorted(pl.loads[1]) == [0, 1, 2] and remat_depths(ir) == [1, 0, 2, 0, 0, 0]
     out, pl2, copies = remat(ir, pl)
-    assert copies == 1
-    # chunk 0 keeps v0 (its own chunk reads it: v2) and v1, v2; chunk 1 starts with v0's copy
-    assert out.ops[:3] == ir.ops[:3]
-    assert out.ops[3] == ir.ops[0]
-    assert out.ops[4] == Op("mul", "31", Val(1, 3), Val(3, 1), 3)
-    assert out.ops[6] == Op("mul", "31", Val(5, 3), Val(3, 1), 3)
-    assert pl2.chunks == ((0, 3), (3, 7))
-    assert sorted(pl2.loads[1]) == [1, 2] and sorted(pl2.stores[0]) == [1, 2]
+    assert copies == 2
+    # chunk 0 keeps v0 (v2 reads it there), v1 (stored); v2 only chunk 1 reads: it moves there
+    assert out.ops[:2] == ir.ops[:2]
+    assert out.ops[2] == ir.ops[0]                                   # chunk 1: v0's copy
+    assert out.ops[3] == Op("mul", "31", Val(1, 3), Val(2, 1), 3)
+    assert out.ops[4] == Op("mul", "11", Val(2, 1), C0, 1)           # v2's copy, over the copy of v0
+    assert out.ops[5] == Op("add", "31", Val(3, 3), Val(4, 1), 3)
+    assert out.ops[6] == Op("mul", "31", Val(5, 3), Val(2, 1), 3)
+    assert pl2.chunks == ((0, 2), (2, 7))
+    assert pl2.loads[1] == (1,) and pl2.stores[0] == (1,)
     assert pl2.total_slots < pl.total_slots
     assert np.array_equal(evaluate(out, 5), evaluate(ir, 5))
+
+
+def test_values_over_a_stored_value_stay_stored() -> None:
+    ir, pl = _two_chunks([
+        Op("mul", "33", CH, X3, 3),                  # v0: stored
+        Op("add", "33", Val(0, 3), CH, 3),           # v1: over v0 -> depth 0: stored too
+        Op("mul", "11", C0, C1, 1),                  # v2
+        Op("mul", "31", Val(1, 3), Val(2, 1), 3),    # v3 (chunk 1)
+    ])
+    out, pl2, copies = remat(ir, pl)
+    assert copies == 1 and pl2.loads[1] == (1,)      # v1 loaded; v2 (depth 1) recomputed
+    assert np.array_equal(evaluate(out, 2), evaluate(ir, 2))
 
 
 def test_a_value_only_later_chunks_read_goes_with_its_store() -> None:
     ir, pl = _two_chunks([
         Op("sub", "11", C0, C1, 1),                  # v0: nothing in chunk 0 reads it
-        Op("mul", "11", C0, C0, 1),                  # v1
-        Op("add", "11", Val(1, 1), C1, 1),           # v2
-        Op("mul", "11", Val(0, 1), Val(2, 1), 1),    # v3 (chunk 1)
+        Op("mul", "33", CH, X3, 3),                  # v1: stored
+        Op("add", "33", Val(1, 3), CH, 3),           # v2: over v1: stored
+        Op("mul", "31", Val(2, 3), Val(0, 1), 3),    # v3 (chunk 1)
     ])
     out, pl2, copies = remat(ir, pl)
     assert copies == 1 and len(out.ops) == 4          # v0 moved, not copied
-    assert out.ops[:2] == (ir.ops[1], Op("add", "11", Val(0, 1), C1, 1))
+    assert out.ops[:2] == (ir.ops[1], Op("add", "33", Val(0, 3), CH, 3))
     assert out.ops[2] == ir.ops[0] and pl2.chunks == ((0, 2), (2, 4))
     assert pl2.loads[1] == (1,) and pl2.stores[0] == (1,)
     assert np.array_equal(evaluate(out, 9), evaluate(ir, 9))
@@ -98,9 +115,10 @@ def test_remat_keeps_the_words_and_the_chunks(ir: KernelIR, k: int) -> None:
     if copies:
         # no recomputable value is loaded, unless recomputing it would have emptied its chunk
         chunk_of = [c for c, (s, e) in enumerate(pl2.chunks) for _ in range(s, e)]
-        for v in {v for ch in pl2.loads for v in ch if cheap(out.ops[v])}:
+        depth = remat_depths(out)
+        for v in {v for ch in pl2.loads for v in ch if 0 < depth[v] <= DEPTH}:
             s, e = pl2.chunks[chunk_of[v]]
-            assert all(cheap(out.ops[i]) for i in range(s, e))
+            assert all(0 < depth[i] <= DEPTH for i in range(s, e))
         assert sum(out.ops[v].dim for ch in pl2.loads for v in ch) < sum(ir.ops[v].dim for ch in pl.loads for v in ch)
     else:
         assert (out, pl2) == (ir, pl)
