@@ -13,8 +13,10 @@ and leaves are inputs no kernel writes, so the copy has the original's words (sp
 `remat(ir, plan)` gives a new IR and the plan of the same chunks over it: in each chunk, a copy of
 each such value right before its first use there; the original stays where it was defined if its
 own chunk reads it, and goes (with its store) if not. The last op is still the result. Not
-recomputed: 3x3 products (6 multiplications and ~200 instructions each) and values with a value
-operand (their operands would have to cross the cut instead)."""
+recomputed: 3x3 products (6 multiplications and ~200 instructions each) and, at `DEPTH` 1, values
+with a value operand (their operands would have to cross the cut instead, or be recomputed too).
+H200, same run as 0.13.0: Intermediates 1.07x (1.09x at the prover's scratch), Large 1.07x,
+Medium 1.02x, ConnectionNew 0.99x; docs/BENCHMARKS.md "Session 8"."""
 from __future__ import annotations
 
 from codegen.ir import KernelIR, Leaf, Op, Val
@@ -23,8 +25,10 @@ from codegen.plan import Plan, plan_chunks
 #: ops a later chunk recomputes: everything but the 3x3 product
 KEEP_STORED = frozenset({("mul", "33")})
 #: how deep a recomputed value's own operands may be recomputed with it: 1 = leaf-only ops; 2 =
-#: also ops over leaves and leaf-only values (each such operand copied once per chunk)
-DEPTH = 2
+#: also ops over leaves and leaf-only values (each such operand copied once per chunk). 1: on the
+#: H200 (session 8, same run, ample scratch) depth 2 ran ConnectionNew 0.97x and nothing faster
+#: (Large 0.995x, though 1.03x at the prover's scratch: 45 slots instead of 103)
+DEPTH = 1
 
 
 def cheap(op: Op) -> bool:

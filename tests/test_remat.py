@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from codegen.ir import KernelIR, Leaf, Op, Val
 from codegen.plan import plan, plan_chunks
 from codegen.remat import cheap, remat
+from codegen import remat as remat_mod
 from codegen.remat import DEPTH
 from codegen.remat import depths as remat_depths
 from test_passes import evaluate
@@ -30,8 +31,8 @@ def _two_chunks(ops) -> tuple[KernelIR, object]:
     return ir, plan_chunks(ir, 3, ((0, 3), (3, len(ops))))
 
 
-def test_by_hand_cheap_values_are_recomputed_the_rest_stays_stored() -> None:
-    ir, pl = _two_chunks([
+def _depth_two_example():
+    return _two_chunks([
         Op("add", "11", C0, C1, 1),                  # v0: depth 1, chunk 0 reads it too
         Op("mul", "33", CH, X3, 3),                  # v1: a 3x3 product -> stays stored
         Op("mul", "11", Val(0, 1), C0, 1),           # v2: depth 2 (over v0) -> recomputed with v0
@@ -39,7 +40,23 @@ def test_by_hand_cheap_values_are_recomputed_the_rest_stays_stored() -> None:
         Op("add", "31", Val(3, 3), Val(2, 1), 3),    # v4: reads v2
         Op("mul", "31", Val(4, 3), Val(0, 1), 3),    # v5: v0 again (one copy per chunk)
     ])
-    assert sorted(pl.loads[1]) == [0, 1, 2] and remat_depths(ir) == [1, 0, 2, 0, 0, 0]
+
+
+def test_by_hand_depth_one_recomputes_leaf_only_values() -> None:
+    ir, pl = _depth_two_example()
+    assert DEPTH == 1 and sorted(pl.loads[1]) == [0, 1, 2] and remat_depths(ir) == [1, 0, 2, 0, 0, 0]
+    out, pl2, copies = remat(ir, pl)
+    assert copies == 1
+    assert out.ops[:3] == ir.ops[:3] and out.ops[3] == ir.ops[0]      # chunk 1 starts with v0's copy
+    assert out.ops[4] == Op("mul", "31", Val(1, 3), Val(3, 1), 3)
+    assert out.ops[6] == Op("mul", "31", Val(5, 3), Val(3, 1), 3)
+    assert pl2.chunks == ((0, 3), (3, 7)) and sorted(pl2.loads[1]) == [1, 2] and sorted(pl2.stores[0]) == [1, 2]
+    assert np.array_equal(evaluate(out, 5), evaluate(ir, 5))
+
+
+def test_by_hand_depth_two_recomputes_the_operands_too(monkeypatch) -> None:
+    monkeypatch.setattr(remat_mod, "DEPTH", 2)
+    ir, pl = _depth_two_example()
     out, pl2, copies = remat(ir, pl)
     assert copies == 2
     # chunk 0 keeps v0 (v2 reads it there), v1 (stored); v2 only chunk 1 reads: it moves there
