@@ -387,7 +387,8 @@ def summary_rows(s: Settings, seconds: dict[str, float] | None = None,
     return rows
 
 
-LEGEND = ("Q ops: operations of the quotient (Q) expression after the IR passes; chunks: Q kernels it is cut into; "
+LEGEND = ("Q ops: operations of the quotient (Q) expression after the IR passes (with the values "
+          "recomputed across cuts); chunks: Q kernels it is cut into; "
           "slots: scratch slots for values that cross a cut; exprs: trace-domain expressions with "
           "a kernel; not cov.: expressions left to the prover's interpreter; s: seconds this run "
           "spent on the AIR (its kernel's stages and its link; a kernel shared by AIRs counts for each)")
