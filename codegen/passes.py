@@ -34,7 +34,7 @@ def _key(op: Op) -> tuple:
     return (op.arith, op.shape, op.dim, op.a, op.b)
 
 
-def _rebuild(ir: KernelIR, keep: list[int], rep: list[int]) -> KernelIR:
+def rebuild(ir: KernelIR, keep: list[int], rep: list[int]) -> KernelIR:
     """Keep ops `keep` (ascending, last op included); operand v reads value rep[v] (a kept op)."""
     new_id = {old: new for new, old in enumerate(keep)}
 
@@ -63,7 +63,7 @@ def cse(ir: KernelIR) -> tuple[KernelIR, int]:
             continue
         seen.setdefault(k, i)
         keep.append(i)
-    return _rebuild(ir, keep, rep), n - len(keep)
+    return rebuild(ir, keep, rep), n - len(keep)
 
 
 def dce(ir: KernelIR) -> tuple[KernelIR, int]:
@@ -77,7 +77,7 @@ def dce(ir: KernelIR) -> tuple[KernelIR, int]:
                 if isinstance(a, Val):
                     live[a.id] = True
     keep = [i for i in range(n) if live[i]]
-    return _rebuild(ir, keep, list(range(n))), n - len(keep)
+    return rebuild(ir, keep, list(range(n))), n - len(keep)
 
 
 def optimize(ir: KernelIR) -> tuple[KernelIR, PassStats]:

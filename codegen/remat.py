@@ -19,7 +19,8 @@ H200, same run as 0.13.0: Intermediates 1.07x (1.09x at the prover's scratch), L
 Medium 1.02x, ConnectionNew 0.99x; docs/BENCHMARKS.md "Session 8"."""
 from __future__ import annotations
 
-from codegen.ir import KernelIR, Leaf, Op, Val
+from codegen.ir import KernelIR, Op, Val
+from codegen.passes import rebuild
 from codegen.plan import Plan, plan_chunks
 
 #: ops a later chunk recomputes: everything but the 3x3 product
@@ -29,11 +30,6 @@ KEEP_STORED = frozenset({("mul", "33")})
 #: H200 (session 8, same run, ample scratch) depth 2 ran ConnectionNew 0.97x and nothing faster
 #: (Large 0.995x, though 1.03x at the prover's scratch: 45 slots instead of 103)
 DEPTH = 1
-
-
-def cheap(op: Op) -> bool:
-    """Whether a chunk that reads `op`'s value recomputes it (all operands leaves, not a 3x3 product)."""
-    return (op.arith, op.shape) not in KEEP_STORED and all(isinstance(a, Leaf) for a in op.args())
 
 
 def depths(ir: KernelIR) -> list[int]:
@@ -48,6 +44,11 @@ def depths(ir: KernelIR) -> list[int]:
     return d
 
 
+def recomputable(ir: KernelIR) -> list[bool]:
+    """Per value, whether a later chunk that reads it recomputes it: its depth is 1 to DEPTH."""
+    return [0 < d <= DEPTH for d in depths(ir)]
+
+
 def remat(ir: KernelIR, pl: Plan) -> tuple[KernelIR, Plan, int]:
     """(ir, plan, copies): the cheap values that cross a cut of `pl` recomputed in each chunk that
     reads them. Unchanged (copies 0) for a single kernel or when nothing crosses cheaply. A chunk
@@ -58,18 +59,20 @@ def remat(ir: KernelIR, pl: Plan) -> tuple[KernelIR, Plan, int]:
     stored: set[int] = set()
     while True:
         got = _remat(ir, pl, stored)
-        if got is None or isinstance(got, tuple):
-            return got if got is not None else (ir, pl, 0)
+        if got is None:
+            return ir, pl, 0
+        if isinstance(got, tuple):
+            return got
         stored |= got
 
 
 def _remat(ir: KernelIR, pl: Plan, stored: set[int]):
     """The rewrite with the values in `stored` kept stored: (ir, plan, copies), None when nothing
     is recomputed, or the set of values to keep stored because their chunk would be empty."""
-    depth = depths(ir)
+    ok = recomputable(ir)
 
     def recompute(v: int) -> bool:
-        return v not in stored and 0 < depth[v] <= DEPTH
+        return v not in stored and ok[v]
 
     if not any(recompute(v) for ch in pl.loads for v in ch):
         return None
@@ -114,13 +117,5 @@ def _remat(ir: KernelIR, pl: Plan, stored: set[int]):
     empty = {i for c, (s, e) in enumerate(chunks) if s >= e for i in range(*pl.chunks[c])}
     if empty:
         return empty
-    keep = [i for i in range(n) if live[i]]
-    renum = {old: new for new, old in enumerate(keep)}
-
-    def re(a):
-        return Val(renum[a.id], a.dim) if isinstance(a, Val) else a
-
-    out = tuple(Op(ops[i].arith, ops[i].shape, re(ops[i].a), re(ops[i].b) if ops[i].b is not None else None,
-                   ops[i].dim) for i in keep)
-    new_ir = KernelIR(ir.exp_id, ir.extended, out)
+    new_ir = rebuild(KernelIR(ir.exp_id, ir.extended, tuple(ops)), [i for i in range(n) if live[i]], list(range(n)))
     return new_ir, plan_chunks(new_ir, pl.ops_per_chunk, chunks), copies

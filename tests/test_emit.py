@@ -29,7 +29,7 @@ from codegen.coverage import cover
 from codegen.model import CmPol, Expression, Operand, StarkInfo, Step, load_air, parse_expressionsinfo, \
     parse_starkinfo
 from codegen.plan import plan, plan_chunks
-from codegen.remat import cheap as remat_cheap
+from codegen.remat import recomputable
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "provingkey-sample"
@@ -656,10 +656,11 @@ def run_end_to_end(si_json: dict, ei_json: dict, n_trace: int, opc: int) -> host
     # values that cross a cut recomputed where they are read (codegen.remat): no load left of one
     assert ks.plan == plan_chunks(ks.q, ks.plan.ops_per_chunk, ks.plan.chunks) and 1 <= ks.plan.n_chunks <= n_given
     chunk_of = [c for c, (a, b) in enumerate(ks.plan.chunks) for _ in range(a, b)]
-    for v in {v for ch in ks.plan.loads for v in ch if remat_cheap(ks.q.ops[v])}:
+    rec = recomputable(ks.q)
+    for v in {v for ch in ks.plan.loads for v in ch if rec[v]}:
         # kept stored only where recomputing would leave its chunk empty: a chunk of cheap values
         a, b = ks.plan.chunks[chunk_of[v]]
-        assert all(remat_cheap(ks.q.ops[i]) for i in range(a, b))
+        assert all(rec[i] for i in range(a, b))
     if ks.remat_copies == 0:
         assert len(ks.q.ops) == ks.pass_stats.ops_out and ks.plan == plan(ks.q, ks.plan.ops_per_chunk)
     else:

@@ -1,5 +1,5 @@
 """codegen.remat: cheap values that cross a chunk cut recomputed where they are read (issue #13).
-Cheap: not a 3x3 product, and every operand a leaf or itself cheap, DEPTH (2) ops deep at most.
+Cheap: not a 3x3 product, and every operand a leaf or itself cheap, remat.DEPTH (1) ops deep at most.
 
 By hand: what is recomputed, what stays stored, what goes. Property: on random IRs and chunkings
 the rewritten IR computes the same words (the gl64 evaluator of tests/test_passes.py), its plan
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from codegen.ir import KernelIR, Leaf, Op, Val
 from codegen.plan import plan, plan_chunks
-from codegen.remat import cheap, remat
+from codegen.remat import recomputable, remat
 from codegen import remat as remat_mod
 from codegen.remat import DEPTH
 from codegen.remat import depths as remat_depths
@@ -132,10 +132,10 @@ def test_remat_keeps_the_words_and_the_chunks(ir: KernelIR, k: int) -> None:
     if copies:
         # no recomputable value is loaded, unless recomputing it would have emptied its chunk
         chunk_of = [c for c, (s, e) in enumerate(pl2.chunks) for _ in range(s, e)]
-        depth = remat_depths(out)
-        for v in {v for ch in pl2.loads for v in ch if 0 < depth[v] <= DEPTH}:
+        rec = recomputable(out)
+        for v in {v for ch in pl2.loads for v in ch if rec[v]}:
             s, e = pl2.chunks[chunk_of[v]]
-            assert all(0 < depth[i] <= DEPTH for i in range(s, e))
+            assert all(rec[i] for i in range(s, e))
         assert sum(out.ops[v].dim for ch in pl2.loads for v in ch) < sum(ir.ops[v].dim for ch in pl.loads for v in ch)
     else:
         assert (out, pl2) == (ir, pl)
