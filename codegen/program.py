@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from codegen.ir import KernelIR, Leaf, Val
-from codegen.plan import Plan
+from codegen.plan import Plan, last_uses
 
 #: base ops of exps_q_exact (templates/gen_common.cuh, EXPS_XOP_*): gl_add, gl_sub, gl_mul, gl_neg, copy
 ADD, SUB, MUL, NEG, COPY = 0, 1, 2, 3, 4
@@ -31,6 +31,9 @@ KINDS = {"local": 0, "slot": 1, "number": 2, "zi": 3, "cm": 4, "const": 5, "publ
 NONE = (KINDS["none"], 0, 0, 0)
 #: (arith, shape) -> (dim of a, dim of b) of the IR's ops
 DIMS = {"11": (1, 1), "31": (3, 1), "33": (3, 3), "1": (1, 0), "3": (3, 0)}
+#: the IR ops the program lowers: every arith and shape the emitter renders
+LOWERED = frozenset({(x, sh) for x in ("add", "sub", "mul", "sub_swap") for sh in ("11", "31", "33")}
+                    | {("copy", "1"), ("copy", "3")})
 
 
 @dataclass(frozen=True)
@@ -78,14 +81,10 @@ def _leaf_words(lf: Leaf, dim: int) -> list[tuple]:
 def exact_program(ir: KernelIR, pl: Plan) -> Program:
     """The program of `ir` under plan `pl` (see the module doc)."""
     n = len(ir.ops)
-    last_use = {i: i for i in range(n)}
-    for i, op in enumerate(ir.ops):
-        for a in op.args():
-            if isinstance(a, Val):
-                last_use[a.id] = max(last_use[a.id], i)
+    last_use = last_uses(ir)
     last_use[n - 1] = n          # the result outlives the program
     ending: dict[int, list[int]] = {}
-    for v, u in last_use.items():
+    for v, u in enumerate(last_use):
         ending.setdefault(u, []).append(v)
     free: list[bool] = []        # local words: True = free
     words: dict[int, list[tuple]] = {}   # value -> the arg of each component
@@ -135,8 +134,7 @@ def exact_program(ir: KernelIR, pl: Plan) -> Program:
                 for w in ws:
                     release(w)
             loaded.clear()
-        if (op.arith, op.shape) not in {(x, s) for x in ("add", "sub", "mul", "sub_swap") for s in ("11", "31", "33")} \
-                | {("copy", "1"), ("copy", "3")}:
+        if (op.arith, op.shape) not in LOWERED:
             raise ValueError(f"no exact-program op for {op.arith} with shape {op.shape}")
         da, db = DIMS[op.shape]
         A = operand(op.a, da, i)
