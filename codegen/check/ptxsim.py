@@ -50,7 +50,7 @@ def _c_string(body: str) -> str:
 def extract(header: str | Path, func: str) -> Asm:
     """The asm statement of device function `func` in `header` (the first one in its body)."""
     text = Path(header).read_text() if isinstance(header, Path) else header
-    m = re.search(r"__device__ __forceinline__ uint64_t " + re.escape(func) + r"\(", text)
+    m = re.search(r"__device__ __forceinline__ \w+ " + re.escape(func) + r"\(", text)
     if not m:
         raise PtxError(f"no device function {func} in the header")
     a = text.index("asm(", m.end())
@@ -124,6 +124,11 @@ _DECL = re.compile(r"^\.reg\s+\.(u32|u64|b32|b64|s32|s64)\s+(.+)$")
 def run(asm: Asm, values: dict[str, int]) -> int:
     """Run `asm` with its inputs bound by C expression name (e.g. {"a": .., "b": .., "K1": 1});
     returns the value of output %0."""
+    return run_all(asm, values)[0]
+
+
+def run_all(asm: Asm, values: dict[str, int]) -> list[int]:
+    """`run`, returning every output (%0, %1, ...) in order (e.g. gl_acc_mul's lo and hi)."""
     st = _State()
     for k, expr in enumerate(asm.inputs, start=len(asm.outputs)):
         if expr not in values:
@@ -142,7 +147,7 @@ def run(asm: Asm, values: dict[str, int]) -> int:
                 st.regs[name.strip()] = (w, 0)
             continue
         _exec(asm.func, line, st)
-    return st.regs["%0"][1]
+    return [st.regs[f"%{k}"][1] for k in range(len(asm.outputs))]
 
 
 def _val(st: _State, tok: str, func: str, line: str) -> int:
