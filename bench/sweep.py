@@ -70,8 +70,17 @@ VARIANTS = {"grid_stride": "#define EXPS_SINGLE_GRID_STRIDE 1", "rows2": "#defin
 
 
 def gpu_words(cp, n, rng_seed):
-    """Raw words on the device: uniform mixed with small ints and edge values."""
+    """Raw words on the device: uniform mixed with small ints and edge values; with
+    BENCH_INPUTS=uniform (as bench/run.py) uniform nonzero field elements, what the prover's
+    extended-domain columns and zerofier inverse are (the mix's p words in the zerofier give Q = 0
+    on 1/8 of the rows: the value path's fallback on most warps)."""
     rs = cp.random.RandomState(rng_seed)
+    if os.environ.get("BENCH_INPUTS") == "uniform":
+        w = rs.randint(1, 1 << 62, size=n, dtype=cp.int64).astype(cp.uint64) * cp.uint64(4) \
+            + rs.randint(0, 4, size=n, dtype=cp.int64).astype(cp.uint64)
+        w[w >= cp.uint64(0xFFFFFFFF00000001)] -= cp.uint64(0xFFFFFFFF00000001)
+        w[w == cp.uint64(0)] = cp.uint64(1)
+        return w
     hi = rs.randint(0, 2**32, size=n, dtype=cp.uint64)
     lo = rs.randint(0, 2**32, size=n, dtype=cp.uint64)
     w = (hi << cp.uint64(32)) | lo
