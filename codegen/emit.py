@@ -57,6 +57,8 @@ OP_C = {
     ("copy", "3"): "{a}",
 }
 C_TYPE = {1: "uint64_t", 3: "gl3"}
+#: the accumulator types of a value kept as accumulators (emit.acc_values)
+ACC_TYPE = {1: "gl_acc", 3: "gl3_acc"}
 _SCALAR_BUF = {"public": "publics", "challenge": "challenges", "eval": "evals",
                "airvalue": "airvalues", "airgroupvalue": "airgroupvalues",
                "proofvalue": "proofvalues"}
@@ -134,14 +136,116 @@ def uses_value_path(ir: KernelIR) -> bool:
     return sum(1 for op in ir.ops if (op.arith, op.shape) == ("mul", "33")) >= VALUE_MIN_MUL33
 
 
-def chunk_body(ir: KernelIR, pl: Plan, c: int, read: set[int] | None = None, value: bool = True) -> list[str]:
-    """Lines of chunk `c`: lazy scratch loads, ops (value-only forms: OP_C_VALUE), stores right
-    after definition."""
+#: value-path ops whose result may stay accumulators (gl_acc for a base-field value, gl3_acc for a
+#: dim-3 one: templates/gen_common.cuh) for the one add or sub that reads it, with the bound of
+#: their |hi| (for an add or sub: its accumulator operands' bounds plus 1)
+ACC_MUL_HI = {("mul", "33"): 9, ("mul", "31"): 1, ("mul", "11"): 1}
+#: the adds and subs that take accumulators (shape 31: as their dim-3 operand) and give accumulators
+ACC_USE = frozenset({("add", "33"), ("sub", "33"), ("sub_swap", "33"),
+                     ("add", "31"), ("sub", "31"), ("sub_swap", "31"),
+                     ("add", "11"), ("sub", "11"), ("sub_swap", "11")})
+#: an accumulator tree stops growing (its value is reduced) before |hi| could pass this: gl_acc_red
+#: needs |hi| < 2^30, and a root adds two operands of at most this bound plus 1
+ACC_HI_BOUND = 1 << 20
+
+
+def single_users(ir: KernelIR) -> dict[int, int]:
+    """{value: the op that reads it} for the values read by exactly one operand of one op."""
+    count: dict[int, int] = {}
+    user: dict[int, int] = {}
+    for j, op in enumerate(ir.ops):
+        for a in op.args():
+            if isinstance(a, Val):
+                count[a.id] = count.get(a.id, 0) + 1
+                user[a.id] = j
+    return {v: user[v] for v, n in count.items() if n == 1}
+
+
+def acc_values(ir: KernelIR, pl: Plan, c: int, users: dict[int, int] | None = None) -> dict[int, int]:
+    """The values of chunk `c` that stay accumulators on the value path, {value: bound of |hi|}: a
+    product or add/sub read once, by an add or sub of the same chunk (a dim-3 value as a dim-3
+    operand, a base-field value by a base-field add or sub), neither the result nor stored for a
+    later chunk. The add or sub that reads one works on the
+    accumulators; the first that is not itself kept reduces them (docs/DESIGN-value-path.md)."""
+    start, end = pl.chunks[c]
+    users = single_users(ir) if users is None else users
+    res = len(ir.ops) - 1
+    stored = set(pl.stores[c])
+    acc: dict[int, int] = {}
+    for i in range(start, end):
+        op = ir.ops[i]
+        kind = (op.arith, op.shape)
+        u = users.get(i)
+        if i == res or i in stored or u is None or not i < u < end:
+            continue
+        uop = ir.ops[u]
+        if (uop.arith, uop.shape) not in ACC_USE or (uop.shape == "31" and uop.a != Val(i, 3)) \
+                or (op.dim == 1) != (uop.shape == "11"):
+            continue
+        if kind in ACC_MUL_HI:
+            bound = ACC_MUL_HI[kind]
+        elif kind in ACC_USE:
+            bound = 1 + sum(acc.get(a.id, 0) for a in op.args() if isinstance(a, Val))
+        else:
+            continue
+        if bound <= ACC_HI_BOUND:
+            acc[i] = bound
+    return acc
+
+
+def _acc_expr(op: Op, names: dict[int, str], acc: dict[int, int]) -> str:
+    """The C expression of `op` over accumulators (a gl3_acc, or a gl_acc for shape 11): a product's
+    accumulators, or an add or sub whose accumulator operands are `a<id>` and whose others are words."""
+    kind = (op.arith, op.shape)
+    if kind == ("mul", "11"):
+        return f"gl_acc_mul({_arg_c(op.a, names)}, {_arg_c(op.b, names)})"
+    if kind == ("mul", "33"):
+        return f"gl3_acc_mul({_arg_c(op.a, names)}, {_arg_c(op.b, names)})"
+    if kind == ("mul", "31"):
+        return f"gl3_acc_mul31({_arg_c(op.a, names)}, {_arg_c(op.b, names)})"
+    if kind not in ACC_USE:
+        raise ValueError(f"no accumulator form of op {op.arith} with shape {op.shape}")
+
+    def term(a) -> tuple[bool, str]:
+        if isinstance(a, Val) and a.id in acc:
+            return True, f"a{_i(a.id)}"
+        return False, _arg_c(a, names)
+
+    (xa, x), (ya, y) = term(op.a), term(op.b)
+    if op.shape == "31":             # x the dim-3 operand, y a base-field word
+        xs = x if xa else f"gl3_acc_w({x})"
+        f = {"add": "gl3_acc_add31", "sub": "gl3_acc_sub31", "sub_swap": "gl3_acc_rsub31"}[op.arith]
+        return f"{f}({xs}, {y})"
+    if op.arith == "sub_swap":       # b - a
+        (xa, x), (ya, y) = (ya, y), (xa, x)
+    if op.shape == "11":
+        f = "gl_acc_add" if op.arith == "add" else "gl_acc_sub"
+        return f"{f}({x if xa else f'gl_acc_w({x})'}, {y if ya else f'gl_acc_w({y})'})"
+    if op.arith == "add":
+        if xa and ya:
+            return f"gl3_acc_add({x}, {y})"
+        if xa or ya:
+            return f"gl3_acc_addw({x if xa else y}, {y if xa else x})"
+        return f"gl3_acc_addw(gl3_acc_w({x}), {y})"
+    if xa and ya:
+        return f"gl3_acc_sub({x}, {y})"
+    if xa:
+        return f"gl3_acc_subw({x}, {y})"
+    if ya:
+        return f"gl3_acc_wsub({x}, {y})"
+    return f"gl3_acc_subw(gl3_acc_w({x}), {y})"
+
+
+def chunk_body(ir: KernelIR, pl: Plan, c: int, read: set[int] | None = None, value: bool = True,
+               users: dict[int, int] | None = None) -> list[str]:
+    """Lines of chunk `c`: lazy scratch loads, ops (value-only forms: OP_C_VALUE, and accumulators
+    for the values `acc_values` keeps), stores right after definition."""
     start, end = pl.chunks[c]
     names: dict[int, str] = {}
     lines: list[str] = []
     stored = set(pl.stores[c])
     read = _read(ir) if read is None else read
+    acc = acc_values(ir, pl, c, users) if value else {}
     for i in range(start, end):
         op = ir.ops[i]
         for a in op.args():
@@ -153,7 +257,14 @@ def chunk_body(ir: KernelIR, pl: Plan, c: int, read: set[int] | None = None, val
                     lines.append(f"const gl3 v{a.id} = gl3_make({_scratch_c(s, 0)}, "
                                  f"{_scratch_c(s, 1)}, {_scratch_c(s, 2)});")
                 names[a.id] = f"v{a.id}"
-        lines.append(_op_line(i, op, names, value=value))
+        if i in acc:
+            lines.append(f"const {ACC_TYPE[op.dim]} a{i} = {_acc_expr(op, names, acc)};")
+            continue
+        if any(isinstance(a, Val) and a.id in acc for a in op.args()):
+            red = "gl_acc_red" if op.dim == 1 else "gl3_acc_red"
+            lines.append(f"const {C_TYPE[op.dim]} v{i} = {red}({_acc_expr(op, names, acc)});")
+        else:
+            lines.append(_op_line(i, op, names, value=value))
         names[i] = f"v{i}"
         if i not in read:
             lines.append(f"(void)v{i};")
@@ -255,7 +366,9 @@ def q_part(ks: KernelSource, c: int) -> dict:
         if "value" not in ks._q_parts:          # once per kernel: it counts every op
             ks._q_parts["value"] = uses_value_path(ir)
         value = ks._q_parts["value"]
-        lines = chunk_body(ir, pl, c, ks._q_parts["read"], value)
+        if "users" not in ks._q_parts:
+            ks._q_parts["users"] = single_users(ir)
+        lines = chunk_body(ir, pl, c, ks._q_parts["read"], value, ks._q_parts["users"])
         # the last chunk holds the exact program its rows fall back to (codegen/program.py)
         prog = exact_program(ir, pl) if last and value else None
         rows = prog.c_rows() if prog else []
