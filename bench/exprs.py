@@ -340,6 +340,17 @@ class TraceInputs:
         g.fill(self.const, seed + 1)
         for i, (k, v) in enumerate(sorted(self.scalars.items())):
             g.fill(v, seed + 2 + i)
+        if os.environ.get("BENCH_INPUTS") == "uniform":
+            # as the prover draws them: challenges, evals and the other scalars uniform field
+            # elements (the mix can make a challenge a base-field element, (c0, 0, 0): every value
+            # built on it then has two zero components, i.e. the value path's fallback on every
+            # row); the columns keep the mix (witness columns hold small integers and selectors)
+            rs = cp.random.RandomState(seed + 77)
+            for v in self.scalars.values():
+                if v.size:
+                    v[:] = rs.randint(0, 1 << 62, size=v.size, dtype=cp.int64).astype(cp.uint64) * cp.uint64(4) \
+                        + rs.randint(0, 4, size=v.size, dtype=cp.int64).astype(cp.uint64)
+                    v[v >= cp.uint64(0xFFFFFFFF00000001)] -= cp.uint64(0xFFFFFFFF00000001)
         aux = int(self.aux.data.ptr)
         fields = {"aux_trace": aux, "trace": aux + 8 * lay.off_cm.get(1, 0),
                   "pConstPolsAddress": int(self.const.data.ptr)}
