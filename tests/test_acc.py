@@ -78,6 +78,92 @@ def test_gl_acc_red_ptx_reduces_every_bound_the_emitter_allows() -> None:
             assert 0 <= r <= M64 and (r - lo - h * (1 << 64)) % P == 0, (lo, h)
 
 
+def test_the_compound_forms_are_the_generated_block() -> None:
+    """The one-statement device forms in the header are exactly what codegen/check/accptx.py
+    writes (nobody edits that PTX by hand)."""
+    from codegen.check import accptx
+    assert accptx.in_header() == accptx.render()
+
+
+def _prim(func: str, **values) -> list[int]:
+    return ptxsim.run_all(ptxsim.extract(HEADER, func), values)
+
+
+def _acc_inputs(n: int = 300):
+    rng = np.random.default_rng(99)
+    words = list(EDGE) + random_words(rng, n).tolist()
+    his = [0, 1, 0xFFFFFFFF, 9, (-9) & M32, 5]
+    for k in range(n):
+        yield words[k % len(words)], his[k % len(his)], words[(7 * k + 3) % len(words)], his[(k + 2) % len(his)]
+
+
+def test_gl3_acc_mul_ptx_is_its_primitives() -> None:
+    asm = ptxsim.extract(HEADER, "gl3_acc_mul_ptx")
+    rng = np.random.default_rng(5)
+    ws = list(EDGE) + random_words(rng, 200).tolist()
+    for k in range(250):
+        a = [ws[(k + j) % len(ws)] for j in range(3)]
+        b = [ws[(3 * k + 5 * j + 1) % len(ws)] for j in range(3)]
+        A01, A02, A12 = ws[(k + 11) % len(ws)], ws[(k + 13) % len(ws)], ws[(k + 17) % len(ws)]
+        B01, B02, B12 = ws[(k + 19) % len(ws)], ws[(k + 23) % len(ws)], ws[(k + 29) % len(ws)]
+        got = ptxsim.run_all(asm, {"a.v0": a[0], "a.v1": a[1], "a.v2": a[2], "b.v0": b[0], "b.v1": b[1],
+                                   "b.v2": b[2], "A01": A01, "A02": A02, "A12": A12, "B01": B01, "B02": B02,
+                                   "B12": B12})
+        D, E, F = (_prim("gl_acc_mul", a=a[j], b=b[j]) for j in range(3))
+        R0, R1, R2 = _prim("gl_acc_mul", a=A12, b=B12), _prim("gl_acc_mul", a=A01, b=B01), _prim("gl_acc_mul", a=A02, b=B02)
+
+        def add(x, y):
+            return _prim("gl_acc_add", **{"x.lo": x[0], "y.lo": y[0], "x.hi": x[1], "y.hi": y[1]})
+
+        def sub(x, y):
+            return _prim("gl_acc_sub", **{"x.lo": x[0], "y.lo": y[0], "x.hi": x[1], "y.hi": y[1]})
+        G = sub(D, E)
+        want = [*sub(add(R0, G), F), *sub(sub(sub(add(R1, R0), E), E), D), *sub(R2, G)]
+        assert got == want, k
+
+
+def test_gl3_acc_mul31_ptx_is_its_primitives() -> None:
+    asm = ptxsim.extract(HEADER, "gl3_acc_mul31_ptx")
+    ws = list(EDGE) + random_words(np.random.default_rng(6), 200).tolist()
+    for k in range(250):
+        a, b = [ws[(k + j) % len(ws)] for j in range(3)], ws[(5 * k + 3) % len(ws)]
+        got = ptxsim.run_all(asm, {"a.v0": a[0], "a.v1": a[1], "a.v2": a[2], "b": b})
+        assert got == [w for j in range(3) for w in _prim("gl_acc_mul", a=a[j], b=b)], k
+
+
+@pytest.mark.parametrize("op", ["add", "sub"])
+def test_gl3_acc_addsub_ptx_is_its_primitives(op: str) -> None:
+    asm = ptxsim.extract(HEADER, f"gl3_acc_{op}_ptx")
+    rows = list(_acc_inputs())
+    for k in range(0, len(rows) - 3):
+        x, y = rows[k:k + 3], rows[k + 1:k + 4]
+        vals = {}
+        for d in range(3):
+            vals.update({f"x.c{d}.lo": x[d][0], f"x.c{d}.hi": x[d][1], f"y.c{d}.lo": y[d][2], f"y.c{d}.hi": y[d][3]})
+        got = ptxsim.run_all(asm, vals)
+        want = [w for d in range(3) for w in _prim(f"gl_acc_{op}", **{"x.lo": x[d][0], "y.lo": y[d][2],
+                                                                       "x.hi": x[d][1], "y.hi": y[d][3]})]
+        assert got == want, (op, k)
+
+
+def test_gl3_acc_red_ptx_is_its_primitives() -> None:
+    asm = ptxsim.extract(HEADER, "gl3_acc_red_ptx")
+    assert asm.outputs == ["r.v0", "r.v1", "r.v2"] and '"=&l"(r.v0)' in accptx_text()
+    rows = list(_acc_inputs())
+    for k in range(len(rows) - 3):
+        x = rows[k:k + 3]
+        vals = {}
+        for d in range(3):
+            vals.update({f"x.c{d}.lo": x[d][0], f"x.c{d}.hi": x[d][1]})
+        got = ptxsim.run_all(asm, vals)
+        assert got == [_prim("gl_acc_red", **{"x.lo": x[d][0], "x.hi": x[d][1]})[0] for d in range(3)], k
+
+
+def accptx_text() -> str:
+    from codegen.check import accptx
+    return accptx.in_header()
+
+
 # ------------------------------------------------------------------ what emit keeps, exactly
 def _cm(col: int) -> Leaf:
     return Leaf("cm", 3, stage=2, col=3 * col)

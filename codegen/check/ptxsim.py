@@ -108,7 +108,7 @@ def _split_colons(call: str) -> list[str]:
 
 def _operands(section: str) -> list[str]:
     """'"=l"(r)' , '"l"(a), "r"(K1)' -> C expressions in order."""
-    return [m.group(1).strip() for m in re.finditer(r'"[=+]?[a-z]"\s*\(([^()]*(?:\([^()]*\))?[^()]*)\)', section)]
+    return [m.group(1).strip() for m in re.finditer(r'"[=+]?&?[a-z]"\s*\(([^()]*(?:\([^()]*\))?[^()]*)\)', section)]
 
 
 @dataclass
@@ -178,6 +178,10 @@ def _read_cf(st: _State, kind: str, func: str, line: str) -> int:
 def _exec(func: str, line: str, st: _State) -> None:
     op, _, rest = line.partition(" ")
     args = [a.strip() for a in _split_args(rest)]
+    if op in ("mov.b64", "mov.b32") and not args[0].startswith("{") and not args[1].startswith("{"):
+        dst, src = args                              # copy: mov.b64 x, y
+        _set(st, dst, _val(st, src, func, line) & (M64 if op == "mov.b64" else M32), func, line)
+        return
     if op == "mov.b64":
         dst, src = args
         if dst.startswith("{"):                      # unpack: mov.b64 {lo, hi}, x
