@@ -79,10 +79,10 @@ def test_gl_acc_red_ptx_reduces_every_bound_the_emitter_allows() -> None:
 
 
 def test_the_compound_forms_are_the_generated_block() -> None:
-    """The one-statement device forms in the header are exactly what codegen/check/accptx.py
+    """The one-statement device forms in the header are exactly what codegen/check/compound_ptx.py
     writes (nobody edits that PTX by hand)."""
-    from codegen.check import accptx
-    assert accptx.in_header() == accptx.render()
+    from codegen.check import compound_ptx
+    assert compound_ptx.in_header() == compound_ptx.render()
 
 
 def _prim(func: str, **values) -> list[int]:
@@ -148,7 +148,7 @@ def test_gl3_acc_addsub_ptx_is_its_primitives(op: str) -> None:
 
 def test_gl3_acc_red_ptx_is_its_primitives() -> None:
     asm = ptxsim.extract(HEADER, "gl3_acc_red_ptx")
-    assert asm.outputs == ["r.v0", "r.v1", "r.v2"] and '"=&l"(r.v0)' in accptx_text()
+    assert asm.outputs == ["r.v0", "r.v1", "r.v2"] and '"=&l"(r.v0)' in compound_ptx_text()
     rows = list(_acc_inputs())
     for k in range(len(rows) - 3):
         x = rows[k:k + 3]
@@ -159,9 +159,41 @@ def test_gl3_acc_red_ptx_is_its_primitives() -> None:
         assert got == [_prim("gl_acc_red", **{"x.lo": x[d][0], "x.hi": x[d][1]})[0] for d in range(3)], k
 
 
-def accptx_text() -> str:
-    from codegen.check import accptx
-    return accptx.in_header()
+def test_gl3_mul_ptx_is_the_exact_product() -> None:
+    """The exact 3x3 product's one-statement PTX gives the oracle's words (gl64.s_mul33: the
+    interpreter's op order) on edge triples and a mix, over the operand sums gl3_mul computes."""
+    from codegen.check import gl64
+    asm = ptxsim.extract(HEADER, "gl3_mul_ptx")
+    ws = list(EDGE) + random_words(np.random.default_rng(8), 300).tolist()
+    for k in range(400):
+        a = [ws[(k + j) % len(ws)] for j in range(3)]
+        b = [ws[(7 * k + 3 * j + 2) % len(ws)] for j in range(3)]
+        sums = {"A01": gl64.s_add(a[0], a[1]), "A02": gl64.s_add(a[0], a[2]), "A12": gl64.s_add(a[1], a[2]),
+                "B01": gl64.s_add(b[0], b[1]), "B02": gl64.s_add(b[0], b[2]), "B12": gl64.s_add(b[1], b[2])}
+        got = ptxsim.run_all(asm, {"a.v0": a[0], "a.v1": a[1], "a.v2": a[2], "b.v0": b[0], "b.v1": b[1],
+                                   "b.v2": b[2], **sums, "K1": 1, "KE": M32})
+        assert tuple(got) == tuple(gl64.s_mul33(tuple(a), tuple(b))), (a, b)
+
+
+def test_gl3_mul31_ptx_is_the_exact_product() -> None:
+    from codegen.check import gl64
+    asm = ptxsim.extract(HEADER, "gl3_mul31_ptx")
+    ws = list(EDGE) + random_words(np.random.default_rng(9), 300).tolist()
+    for k in range(400):
+        a, b = [ws[(k + j) % len(ws)] for j in range(3)], ws[(11 * k + 5) % len(ws)]
+        got = ptxsim.run_all(asm, {"a.v0": a[0], "a.v1": a[1], "a.v2": a[2], "b": b})
+        assert got == [gl64.s_mul(x, b) for x in a], (a, b)
+
+
+def test_a_shadowed_register_is_refused() -> None:
+    from codegen.check import compound_ptx
+    with pytest.raises(ValueError, match="shadow an outer register"):
+        compound_ptx._check_scopes([".reg .u64 t;", "{", ".reg .u32 a0, t;", "}"])
+
+
+def compound_ptx_text() -> str:
+    from codegen.check import compound_ptx
+    return compound_ptx.in_header()
 
 
 # ------------------------------------------------------------------ what emit keeps, exactly

@@ -59,7 +59,7 @@ def test_the_subpackages() -> None:
         "codegen.model", "codegen.discover", "codegen.operands", "codegen.ir", "codegen.passes",
         "codegen.plan", "codegen.remat", "codegen.program", "codegen.coverage", "codegen.emit"}
     assert {m.split(".")[-1] for m in MODULES if layer(m) == "check"} == {
-        "gl64", "reference", "binfile", "hostcheck", "gpucheck", "ptxsim", "accptx"}
+        "gl64", "reference", "binfile", "hostcheck", "gpucheck", "ptxsim", "compound_ptx"}
     assert {m.split(".")[-1] for m in MODULES if layer(m) == "sample"} == {"synth"}
 
 

@@ -50,7 +50,9 @@ def _c_string(body: str) -> str:
 def extract(header: str | Path, func: str) -> Asm:
     """The asm statement of device function `func` in `header` (the first one in its body)."""
     text = Path(header).read_text() if isinstance(header, Path) else header
-    m = re.search(r"__device__ __forceinline__ \w+ " + re.escape(func) + r"\(", text)
+    # the definition (a forward declaration ends in ';' before any '{')
+    m = next((m for m in re.finditer(r"__device__ __forceinline__ \w+ " + re.escape(func) + r"\(", text)
+              if text.find("{", m.end()) < text.find(";", m.end())), None)
     if not m:
         raise PtxError(f"no device function {func} in the header")
     a = text.index("asm(", m.end())
