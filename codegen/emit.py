@@ -165,8 +165,8 @@ def acc_values(ir: KernelIR, pl: Plan, c: int, users: dict[int, int] | None = No
     """The values of chunk `c` that stay accumulators on the value path, {value: bound of |hi|}: a
     product or add/sub read once, by an add or sub of the same chunk (a dim-3 value as a dim-3
     operand, a base-field value by a base-field add or sub), neither the result nor stored for a
-    later chunk. The add or sub that reads one works on the
-    accumulators; the first that is not itself kept reduces them (docs/DESIGN-value-path.md)."""
+    later chunk. The add or sub that reads one works on the accumulators; the first that is not
+    itself kept reduces them (docs/ARCHITECTURE.md "Value path")."""
     start, end = pl.chunks[c]
     users = single_users(ir) if users is None else users
     res = len(ir.ops) - 1
