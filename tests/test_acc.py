@@ -10,6 +10,7 @@ gl3_acc form in a real kernel's text, each of which the host check must catch.""
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from hypothesis import given, settings, strategies as st
 
 from bench.fieldops import EDGE, random_words
 from codegen import emit
-from codegen.check import hostcheck, ptxsim
+from codegen.check import compound_ptx, gl64, hostcheck, ptxsim
 from codegen.check.gl64 import P
 from codegen.check.hostcheck import check_kernel
 from codegen.coverage import cover
@@ -81,8 +82,12 @@ def test_gl_acc_red_ptx_reduces_every_bound_the_emitter_allows() -> None:
 def test_the_compound_forms_are_the_generated_block() -> None:
     """The one-statement device forms in the header are exactly what codegen/check/compound_ptx.py
     writes (nobody edits that PTX by hand)."""
-    from codegen.check import compound_ptx
     assert compound_ptx.in_header() == compound_ptx.render()
+
+
+def _acc3(v: str, comps: list[tuple[int, int]]) -> dict[str, int]:
+    """ptxsim's input values of a gl3_acc operand `v` from its three (lo, hi)."""
+    return {k: x for d, (lo, hi) in enumerate(comps) for k, x in ((f"{v}.c{d}.lo", lo), (f"{v}.c{d}.hi", hi))}
 
 
 def _prim(func: str, **values) -> list[int]:
@@ -137,10 +142,7 @@ def test_gl3_acc_addsub_ptx_is_its_primitives(op: str) -> None:
     rows = list(_acc_inputs())
     for k in range(0, len(rows) - 3):
         x, y = rows[k:k + 3], rows[k + 1:k + 4]
-        vals = {}
-        for d in range(3):
-            vals.update({f"x.c{d}.lo": x[d][0], f"x.c{d}.hi": x[d][1], f"y.c{d}.lo": y[d][2], f"y.c{d}.hi": y[d][3]})
-        got = ptxsim.run_all(asm, vals)
+        got = ptxsim.run_all(asm, {**_acc3("x", [(r[0], r[1]) for r in x]), **_acc3("y", [(r[2], r[3]) for r in y])})
         want = [w for d in range(3) for w in _prim(f"gl_acc_{op}", **{"x.lo": x[d][0], "y.lo": y[d][2],
                                                                        "x.hi": x[d][1], "y.hi": y[d][3]})]
         assert got == want, (op, k)
@@ -148,21 +150,17 @@ def test_gl3_acc_addsub_ptx_is_its_primitives(op: str) -> None:
 
 def test_gl3_acc_red_ptx_is_its_primitives() -> None:
     asm = ptxsim.extract(HEADER, "gl3_acc_red_ptx")
-    assert asm.outputs == ["r.v0", "r.v1", "r.v2"] and '"=&l"(r.v0)' in compound_ptx_text()
+    assert asm.outputs == ["r.v0", "r.v1", "r.v2"] and '"=&l"(r.v0)' in compound_ptx.in_header()
     rows = list(_acc_inputs())
     for k in range(len(rows) - 3):
         x = rows[k:k + 3]
-        vals = {}
-        for d in range(3):
-            vals.update({f"x.c{d}.lo": x[d][0], f"x.c{d}.hi": x[d][1]})
-        got = ptxsim.run_all(asm, vals)
+        got = ptxsim.run_all(asm, _acc3("x", [(r[0], r[1]) for r in x]))
         assert got == [_prim("gl_acc_red", **{"x.lo": x[d][0], "x.hi": x[d][1]})[0] for d in range(3)], k
 
 
 def test_gl3_mul_ptx_is_the_exact_product() -> None:
     """The exact 3x3 product's one-statement PTX gives the oracle's words (gl64.s_mul33: the
     interpreter's op order) on edge triples and a mix, over the operand sums gl3_mul computes."""
-    from codegen.check import gl64
     asm = ptxsim.extract(HEADER, "gl3_mul_ptx")
     ws = list(EDGE) + random_words(np.random.default_rng(8), 300).tolist()
     for k in range(400):
@@ -176,7 +174,6 @@ def test_gl3_mul_ptx_is_the_exact_product() -> None:
 
 
 def test_gl3_mul31_ptx_is_the_exact_product() -> None:
-    from codegen.check import gl64
     asm = ptxsim.extract(HEADER, "gl3_mul31_ptx")
     ws = list(EDGE) + random_words(np.random.default_rng(9), 300).tolist()
     for k in range(400):
@@ -186,14 +183,8 @@ def test_gl3_mul31_ptx_is_the_exact_product() -> None:
 
 
 def test_a_shadowed_register_is_refused() -> None:
-    from codegen.check import compound_ptx
     with pytest.raises(ValueError, match="shadow an outer register"):
         compound_ptx._check_scopes([".reg .u64 t;", "{", ".reg .u32 a0, t;", "}"])
-
-
-def compound_ptx_text() -> str:
-    from codegen.check import compound_ptx
-    return compound_ptx.in_header()
 
 
 # ------------------------------------------------------------------ what emit keeps, exactly
@@ -351,10 +342,10 @@ def test_accumulators_on_random_chunked_irs(case) -> None:
             assert (ir.ops[v].dim == 1) == (ir.ops[u].shape == "11")
             assert 1 <= bound <= ACC_HI_BOUND
         for line in chunk_body(ir, pl, c, users=users):
-            for m in __import__("re").finditer(r"^const (?:gl3 v|uint64_t v|gl3_acc a|gl_acc a)(\d+) = (?!gl3_make\(scratch|scratch)", line):
+            for m in re.finditer(r"^const (?:gl3 v|uint64_t v|gl3_acc a|gl_acc a)(\d+) = (?!gl3_make\(scratch|scratch)", line):
                 defs.append(int(m.group(1)))
             # an accumulator is read only where it was made: no a<k> of another chunk
-            for k in map(int, __import__("re").findall(r"\ba(\d+)\b", line)):
+            for k in map(int, re.findall(r"\ba(\d+)\b", line)):
                 assert k in acc
     assert defs == list(range(len(ir.ops)))
 
@@ -404,9 +395,9 @@ def test_the_host_check_catches_a_wrong_accumulator_form(medium, form: str) -> N
     p, si, ks, files = medium
     [name] = [n for n, t in files.items() if n.endswith(".cu") and f"{form}(" in t][:1]
     mutant = f"EXPS_HD {SIGNATURES[form].format(f=form + '_m')} {MUTANTS[form]}\n"
-    text = files[name].replace('#include "gen_common.cuh"\n', '#include "gen_common.cuh"\n' + mutant, 1)
-    text = __import__("re").sub(rf"\b{form}\(", f"{form}_m(", text.split(mutant, 1)[1])
-    text = files[name].split('#include "gen_common.cuh"\n', 1)[0] + '#include "gen_common.cuh"\n' + mutant + text
+    include = '#include "gen_common.cuh"\n'
+    head, body = files[name].split(include, 1)      # the mutant after the header, every call to it
+    text = head + include + mutant + re.sub(rf"\b{form}\(", f"{form}_m(", body)
     with tempfile.TemporaryDirectory(prefix="exps-acc-") as d:
         lib = hostcheck._load(hostcheck.build_host_library({**files, name: text}, Path(d)))
         res = check_kernel(si, json.loads(p.starkinfo.read_text()), json.loads(p.expressions.read_text()),
