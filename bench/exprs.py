@@ -348,9 +348,7 @@ class TraceInputs:
             rs = cp.random.RandomState(seed + 77)
             for v in self.scalars.values():
                 if v.size:
-                    v[:] = rs.randint(0, 1 << 62, size=v.size, dtype=cp.int64).astype(cp.uint64) * cp.uint64(4) \
-                        + rs.randint(0, 4, size=v.size, dtype=cp.int64).astype(cp.uint64)
-                    v[v >= cp.uint64(0xFFFFFFFF00000001)] -= cp.uint64(0xFFFFFFFF00000001)
+                    v[:] = R.uniform_field(cp, rs, v.size)
         aux = int(self.aux.data.ptr)
         fields = {"aux_trace": aux, "trace": aux + 8 * lay.off_cm.get(1, 0),
                   "pConstPolsAddress": int(self.const.data.ptr)}

@@ -89,6 +89,16 @@ def prover_scratch(si: Json, ei: Json, starkinfo: Path) -> tuple[int | None, str
 Json = dict[str, Any]
 
 
+
+def uniform_field(cp, rs, n: int, low: int = 0):
+    """n uniform field elements (canonical words) on the device from CuPy RandomState `rs`: a 62-bit
+    draw (from `low`) times 4 plus a 2-bit one, p subtracted where it reaches p. BENCH_INPUTS=uniform
+    in this script, bench/exprs.py and bench/sweep.py."""
+    w = rs.randint(low, 1 << 62, size=n, dtype=cp.int64).astype(cp.uint64) * cp.uint64(4) \
+        + rs.randint(0, 4, size=n, dtype=cp.int64).astype(cp.uint64)
+    w[w >= cp.uint64(0xFFFFFFFF00000001)] -= cp.uint64(0xFFFFFFFF00000001)
+    return w
+
 class Hooks:
     """Where the libraries come from; bench/cpu_emulation.py swaps these for host builds."""
 
@@ -542,9 +552,7 @@ class InputSet:
             rs = cp.random.RandomState(seed + 77)
             for a in (self.aux, self.const, *self.scalars.values()):
                 if a.size:
-                    a[:] = rs.randint(0, 1 << 62, size=a.size, dtype=cp.int64).astype(cp.uint64) * cp.uint64(4) \
-                        + rs.randint(0, 4, size=a.size, dtype=cp.int64).astype(cp.uint64)
-                    a[a >= cp.uint64(0xFFFFFFFF00000001)] -= cp.uint64(0xFFFFFFFF00000001)
+                    a[:] = uniform_field(cp, rs, a.size)
         if os.environ.get("BENCH_ZI") == "uniform" or os.environ.get("BENCH_INPUTS") == "uniform":
             # a real zerofier inverse: uniform field elements, never 0 (the default mix gives Q = 0 on
             # the ~14% of rows whose zi word is 0 or p: the value path's fallback on almost every warp)

@@ -35,6 +35,7 @@ from codegen.build.cache import ObjectCache  # noqa: E402
 from codegen.discover import discover, kernels  # noqa: E402
 from codegen.emit import KernelSource, render, render_parts, tu_kernels  # noqa: E402
 from codegen.check.hostcheck import STEP_FIELDS, ext_offsets  # noqa: E402
+from bench.run import uniform_field  # noqa: E402
 from codegen.coverage import cover  # noqa: E402
 from codegen.model import load_air  # noqa: E402
 from codegen.plan import plan  # noqa: E402
@@ -76,9 +77,7 @@ def gpu_words(cp, n, rng_seed):
     on 1/8 of the rows: the value path's fallback on most warps)."""
     rs = cp.random.RandomState(rng_seed)
     if os.environ.get("BENCH_INPUTS") == "uniform":
-        w = rs.randint(1, 1 << 62, size=n, dtype=cp.int64).astype(cp.uint64) * cp.uint64(4) \
-            + rs.randint(0, 4, size=n, dtype=cp.int64).astype(cp.uint64)
-        w[w >= cp.uint64(0xFFFFFFFF00000001)] -= cp.uint64(0xFFFFFFFF00000001)
+        w = uniform_field(cp, rs, n, low=1)
         w[w == cp.uint64(0)] = cp.uint64(1)
         return w
     hi = rs.randint(0, 2**32, size=n, dtype=cp.uint64)
