@@ -136,7 +136,7 @@ def run_doit(s, targets: list[str], jobs: int = 1, emit_only: bool = False, extr
     from doit.cmd_base import ModuleTaskLoader
     from doit.doit_cmd import DoitMain
 
-    from codegen.build.front import doit_config
+    from codegen.build.front import check_state, doit_config
     from codegen.tasks import ProgressReporter, exps_tasks, lock_build, unlock_build
 
     if s.namespace:   # the CLI owns its graph: plain stage names (ir ... link), as our dodo.py
@@ -153,10 +153,13 @@ def run_doit(s, targets: list[str], jobs: int = 1, emit_only: bool = False, extr
     if jobs > 1 and argv[0] == "run":
         argv += ["-n", str(jobs), "-P", "thread"]
     lock_build(s)
+    check_state(s)
     ProgressReporter.settings = s
     ProgressReporter.emit_only = emit_only
     try:
         return DoitMain(ModuleTaskLoader(mod)).run(argv + targets)
+    except SystemExit as e:   # the reporter's exit 1 when the build state could not be saved
+        return e.code if isinstance(e.code, int) else 1
     finally:
         unlock_build(s)   # a process that embeds us may build again, or let another build run
 

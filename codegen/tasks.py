@@ -27,6 +27,7 @@ from codegen import EMITTER_VERSION
 from codegen.build import buildlock
 from codegen.build import knobs
 from codegen.build import procs
+from codegen.build import statedb
 from codegen.build import actions
 from codegen.build import toolchain
 from codegen.discover import Placement, discover, kernels, scan, shown
@@ -457,6 +458,9 @@ class ProgressReporter(ConsoleReporter):
         self._start: dict[str, float] = {}
         self.seconds: dict[str, float] = {}
         self.failed: dict[str, str] = {}
+        if self.settings is not None:   # doit's end-of-run save fails soft (statedb.py)
+            from doit.globals import Globals
+            statedb.guard(Globals.dep_manager, statedb.path(self.settings.build))
 
     def execute_task(self, task):
         if task.actions and not task.name.startswith("_"):
@@ -493,6 +497,14 @@ class ProgressReporter(ConsoleReporter):
         self.outstream.write("exps-codegen: doit: " + " ".join(str(msg).split()) + "\n")
 
     def complete_run(self):
+        self._summary()
+        if (err := statedb.save_error()) is not None:
+            self.outstream.write(f"ERROR: {err}\n")
+            self.outstream.flush()
+            if not self.failed and not procs.interrupted():
+                raise SystemExit(1)   # the .so files are sound, the run is not: say so by the exit code
+
+    def _summary(self):
         if procs.interrupted() or self.settings is None or not self.show_summary:
             return
         try:

@@ -16,12 +16,13 @@ import re
 import shutil
 import stat
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from buildkit import SAMPLE, SHARED1, SHARED2, SKIPPED, SMALL, TINY, copy_key, exps_codegen
+from buildkit import DODO, SAMPLE, SHARED1, SHARED2, SKIPPED, SMALL, TINY, copy_key, exps_codegen
 from codegen.build import toolchain as tc
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None and not os.environ.get("CI"),
@@ -305,6 +306,91 @@ def test_build_dir_full_from_the_start(env: Env, tmpfs: Path, leave: int) -> Non
     assert re.search(r"^exps-codegen: error: (build dir .*: only \d+ KiB free on its file system|"
                      r"cannot create the build dir .*: No space left on device)", out, re.M), out
     assert _so_files(pk) == {}
+
+
+# ====================================================== doit's build state: its save, its reading
+#: `exps-codegen` whose dbm save hits a full disk: dbm.dumb (doit's dbm on a Python without gdbm)
+#: with its index write raising ENOSPC, as the file system would; everything else is the real CLI
+SAVE_FAILS = """
+import dbm, dbm.dumb, errno, os, sys
+dbm._names = ["dbm.dumb"]
+def _commit(self):
+    if self._index is not None and self._modified:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), self._dirfile)
+dbm.dumb._Database._commit = _commit
+from codegen.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _state_files(build: Path) -> list[str]:
+    return sorted(p.name for p in build.glob(".doit.db*"))
+
+
+def _stages_ran(out: str) -> int:
+    return len(re.findall(r"^\[\d+/\d+\] ", out, re.M))
+
+
+def test_build_state_save_fails_one_line_exit_1_next_build_redoes(env: Env, warm) -> None:
+    """doit saves its state once, at the end: when that fails the build says so in one line and
+    exits 1, the `.so` files it placed are the complete ones, the half-written state is gone, and
+    the next build checks every stage again (then a third has nothing to do)."""
+    _, ref = warm
+    pk, b = copy_key(env.root / "pk"), env.root / "b"
+    argv = [sys.executable, "-c", SAVE_FAILS, "build", str(pk), "--arch", "90", "--chunk", "0",
+            "--build-dir", str(b)]
+    r = subprocess.run(argv, env=env.env, cwd=env.root, capture_output=True, text=True, timeout=300)
+    out = r.stdout + r.stderr
+    _no_traceback(out)
+    assert r.returncode == 1, out
+    [err] = [ln for ln in out.splitlines() if ln.startswith("ERROR:")]
+    assert err == (f"ERROR: could not save the build state {b / '.doit.db'}: [Errno 28] No space left "
+                   f"on device; removed, so the next build checks every stage again"), out
+    assert "3 .so placed, 1 skipped" in out, out
+    assert {r_: len(v) for r_, v in _so_files(pk).items()} == {r_: len(ref[r_]) for r_ in BUILT}
+    assert _state_files(b) == [], _state_files(b)
+    rc, out = env.run("build", pk, b)
+    assert rc == 0 and _stages_ran(out) == 16 and "ERROR" not in out, out
+    rc, out = env.run("build", pk, b)
+    assert rc == 0 and "4 AIRs up to date (3 .so placed, 1 skipped); nothing to do" in out, out
+
+
+@pytest.mark.parametrize("cut", ["dir", "dat"])
+def test_build_state_cut_short_is_removed_with_a_note(env: Env, warm, cut: str) -> None:
+    """A state file cut short (a build killed while doit saved it) does not parse; the next
+    build removes it with one note, checks every stage again and exits 0; through both front
+    ends (the CLI here, dodo.py below)."""
+    pk, b = copy_key(env.root / "pk"), env.root / "b"
+    rc, out = env.run("build", pk, b)
+    assert rc == 0, out
+    f = b / f".doit.db.{cut}"
+    data = f.read_bytes()
+    assert len(data) > 200, data
+    f.write_bytes(data[:len(data) // 2 + 3])     # mid-line / mid-value
+    rc, out = env.run("build", pk, b)
+    _no_traceback(out)
+    assert rc == 0, out
+    notes = [ln for ln in out.splitlines() if "did not read back" in ln]
+    assert len(notes) == 1 and notes[0].startswith(
+        f"exps-codegen: note: the build state {b / '.doit.db'} did not read back ("), out
+    assert notes[0].endswith("a build killed while saving it?): removed, so this build checks every stage again"), out
+    assert _stages_ran(out) == 16, out
+    rc, out = env.run("build", pk, b)
+    assert rc == 0 and "nothing to do" in out and "did not read back" not in out, out
+
+
+def test_build_state_cut_short_through_dodo(env: Env, warm) -> None:
+    pk, b = copy_key(env.root / "pk"), env.root / "b"
+    argv = [sys.executable, "-m", "doit", "-f", str(DODO), "-d", str(env.root), f"pk={pk}",
+            f"build={b}", "arch=90", "chunk=0"]
+    run = lambda: subprocess.run(argv, env=env.env, cwd=env.root, capture_output=True, text=True, timeout=300)
+    r = run()
+    assert r.returncode == 0, r.stdout + r.stderr
+    (b / ".doit.db.dir").write_text("('link:synth/Ba")
+    r = run()
+    out = r.stdout + r.stderr
+    _no_traceback(out)
+    assert r.returncode == 0 and "did not read back" in r.stderr and _stages_ran(r.stdout) == 16, out
 
 
 # ============================================================ nvcc work dirs of dead pids

@@ -18,6 +18,7 @@ from codegen.build import actions
 from codegen.build import knobs
 from codegen.build import preflight
 from codegen.build import procs
+from codegen.build import statedb
 from codegen.emit import read_so_identity
 from codegen.tasks import ProgressReporter, Settings, lock_build, unlock_build
 
@@ -96,13 +97,21 @@ def dodo_settings(argv: list[str], get_var, default_pk: Path) -> tuple[Settings,
     except preflight.UserError as e:
         raise SystemExit(preflight.fail(e)) from None
     lock_build(s)
+    check_state(s)
     ProgressReporter.settings = s
     ProgressReporter.emit_only = emit_only
     return s, cmd
 
 
+def check_state(s: Settings) -> None:
+    """Under the build lock, before doit opens it: a dependency file that does not read back
+    (a build killed while saving it) is removed, with a note (statedb.py)."""
+    if (note := statedb.check(statedb.path(s.build))) is not None:
+        print(note, file=sys.stderr)
+
+
 def doit_config(s: Settings, default_tasks: list[str] | None = None, cmd: str = "run") -> dict:
-    cfg: dict = {"dep_file": str(Path(s.build) / ".doit.db")}
+    cfg: dict = {"dep_file": str(statedb.path(s.build))}
     if cmd in NO_BUILD and not Path(s.build).is_dir():
         # `doit list` & co. before any build: doit opens a dependency file; an in-memory one, so
         # a command that builds nothing creates nothing
