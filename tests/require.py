@@ -54,7 +54,7 @@ def cuobjdump() -> str | None:
 def missing(what: str) -> str:
     """'' when `what` is available here, else why not."""
     if what == "cuobjdump":
-        return "" if cuobjdump() else "cuobjdump not on PATH nor beside nvcc (pip install nvidia-cuda-cuobjdump)"
+        return "" if cuobjdump() else "cuobjdump not on PATH nor beside nvcc (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)"
     if what == "nvcc":
         return "" if shutil.which("nvcc") or os.environ.get("EXPS_NVCC") else "nvcc not on PATH (nor EXPS_NVCC)"
     if what == "pk":
