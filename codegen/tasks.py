@@ -460,7 +460,7 @@ class ProgressReporter(ConsoleReporter):
         self.failed: dict[str, str] = {}
         if self.settings is not None:   # doit's end-of-run save fails soft (statedb.py)
             from doit.globals import Globals
-            statedb.guard(Globals.dep_manager, statedb.path(self.settings.build))
+            statedb.guard(Globals.dep_manager)
 
     def execute_task(self, task):
         if task.actions and not task.name.startswith("_"):

@@ -46,8 +46,9 @@ class Env:
                         EXPS_LINK_CACHE="1" if link_cache else "0", INJ_MARK=str(self.mark))
         self.env.pop("EXPS_LAUNCHER", None)
 
-    def run(self, cmd: str, pk: Path, build: Path | None = None, timeout: float = 300) -> tuple[int, str]:
-        argv = [*exps_codegen(), cmd, os.fsencode(str(pk)), "--arch", "90", "--chunk", "0"]
+    def run(self, cmd: str, pk: Path, build: Path | None = None, timeout: float = 300,
+            exe: list[str] | None = None) -> tuple[int, str]:
+        argv = [*(exe or exps_codegen()), cmd, os.fsencode(str(pk)), "--arch", "90", "--chunk", "0"]
         if build is not None:
             argv += ["--build-dir", os.fsencode(str(build))]
         r = subprocess.run(argv, env=self.env, cwd=self.root, capture_output=True, timeout=timeout)
@@ -337,12 +338,9 @@ def test_build_state_save_fails_one_line_exit_1_next_build_redoes(env: Env, warm
     the next build checks every stage again (then a third has nothing to do)."""
     _, ref = warm
     pk, b = copy_key(env.root / "pk"), env.root / "b"
-    argv = [sys.executable, "-c", SAVE_FAILS, "build", str(pk), "--arch", "90", "--chunk", "0",
-            "--build-dir", str(b)]
-    r = subprocess.run(argv, env=env.env, cwd=env.root, capture_output=True, text=True, timeout=300)
-    out = r.stdout + r.stderr
+    rc, out = env.run("build", pk, b, exe=[sys.executable, "-c", SAVE_FAILS])
     _no_traceback(out)
-    assert r.returncode == 1, out
+    assert rc == 1, out
     [err] = [ln for ln in out.splitlines() if ln.startswith("ERROR:")]
     assert err == (f"ERROR: could not save the build state {b / '.doit.db'}: [Errno 28] No space left "
                    f"on device; removed, so the next build checks every stage again"), out

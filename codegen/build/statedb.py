@@ -28,11 +28,12 @@ def path(build: Path | str) -> Path:
     return Path(build) / NAME
 
 
+#: the files of a dbm database named NAME: gdbm's the name itself, dbm.dumb's .dat/.dir/.bak, ndbm's .db/.pag
+_SUFFIXES = ("", ".dat", ".dir", ".bak", ".db", ".pag")
+
+
 def _files(dep_file: Path) -> list[Path]:
-    """The files of a dbm database named ``dep_file`` (gdbm: the name; dumb: .dat/.dir/.bak)."""
-    d = dep_file.parent
-    return sorted(p for p in d.glob(dep_file.name + "*")
-                  if p.name == dep_file.name or p.name[len(dep_file.name):] in (".dat", ".dir", ".bak", ".db", ".pag"))
+    return [f for s in _SUFFIXES if (f := dep_file.with_name(dep_file.name + s)).exists()]
 
 
 def remove(dep_file: Path) -> None:
@@ -58,15 +59,16 @@ def check(dep_file: Path | str) -> str | None:
             f"killed while saving it?): removed, so this build checks every stage again")
 
 
-def guard(dep_manager, dep_file: Path | str) -> None:
-    """Make doit's end-of-run save of ``dep_manager`` fail soft (see the module docstring)."""
+def guard(dep_manager) -> None:
+    """Make doit's end-of-run save of ``dep_manager`` fail soft (see the module docstring). The
+    file is the backend's own (doit's --db-file if given)."""
     global _save_error
     _save_error = None
     backend = getattr(dep_manager, "backend", None)
-    if backend is None or getattr(backend.dump, "_exps_guarded", False):
+    if backend is None:
         return
     dump = backend.dump
-    dep_file = Path(dep_file)
+    dep_file = Path(backend.name)
 
     def guarded_dump():
         global _save_error
@@ -79,7 +81,6 @@ def guard(dep_manager, dep_file: Path | str) -> None:
             _save_error = (f"could not save the build state {dep_file}: {why}; "
                            f"removed, so the next build checks every stage again")
 
-    guarded_dump._exps_guarded = True
     backend.dump = guarded_dump
 
 
