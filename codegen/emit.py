@@ -39,6 +39,9 @@ STORE_OPS = 100
 #: what one more nvcc run costs, in Q ops compiled: ~0.25 s CPU for a TU of no work (the
 #: preprocessing of gen_common.cuh and cuda_runtime.h, cicc's start) vs ~7 ms per Q op (issue #15)
 TU_FIXED_OPS = 40
+#: the suffix of the generic inverse kernel's device TU, `<key>_xinv.cu` (`generic_inverse_tu`): a
+#: part that `pack` never joins with another, its text the same in every kernel that has it
+XINV = "_xinv.cu"
 
 OP_C = {
     ("add", "11"): "gl_add({a}, {b})",
@@ -443,7 +446,9 @@ def render(ks: KernelSource, tu_ops: int = TU_OPS) -> dict[str, str]:
     ops. The device TUs are compiled device code only (`nvcc -fatbin`); the table, data only, embeds
     their fatbins; the launcher that reads it (`RUNTIME`) is the same file for every kernel.
     With `ks.probed` the chunks an autotune probe compiled are the part `<key>_q0.cu`, a TU of its
-    own (the probe's text); the other chunks and the expressions follow (e.g. `<key>_q1_x0.cu`)."""
+    own (the probe's text); the other chunks and the expressions follow (e.g. `<key>_q1_x0.cu`).
+    A kernel with the generic inverse kernel has it alone in its last device TU, `<key>_xinv.cu`
+    (`generic_inverse_tu`), the same text in every kernel: one object-cache entry per machine."""
     parts = render_parts(ks, tu_ops)
     groups = _tu_groups(ks, tu_ops)
     files = {_tu_name(ks.key, g): "".join(parts[n] for n in g) for g in groups}
@@ -497,6 +502,9 @@ def _tu_groups(ks: KernelSource, tu_ops: int, probed=_KS) -> list[list[str]]:
     weights.update({f"{ks.key}_x{g}.cu": sum(len(ks.exprs[i].ir.ops) + STORE_OPS for i in idx)
                     for g, idx in enumerate(x_groups)})
     names = list(weights)
+    inv = generic_inverse_tu(ks)
+    if inv is not None:         # alone in a TU of its own, whatever its weight (`_pack_groups`)
+        names.append(inv)
     if probed is not None:      # the probe's chunks: a TU of their own (the probe's text)
         return [names[:1]] + _pack_groups(names[1:], weights, tu_ops)
     return _pack_groups(names, weights, tu_ops)
@@ -546,19 +554,21 @@ def launch_table(ks: KernelSource, tu_ops: int = TU_OPS) -> dict:
     exprs.sort(key=lambda x: int(x["exp_id"]))
     if len({x["exp_id"] for x in exprs}) != len(exprs):
         raise ValueError(f"kernel {key}: two expression kernels of one expId")
-    g = generic_inverse_group(ks, tu_ops)
-    inv = None if g is None else {"lib": lib[f"{key}_x{g}.cu"], "sym": kernel_symbol("exps_x_inv_k", X_PARAMS),
+    g = generic_inverse_tu(ks)
+    inv = None if g is None else {"lib": lib[g], "sym": kernel_symbol("exps_x_inv_k", X_PARAMS),
                                   "host": "exps_x_inv_h"}
     return {"tus": tus, "q": q, "exprs": exprs, "inv": inv}
 
 
-def generic_inverse_group(ks: KernelSource, tu_ops: int = TU_OPS) -> int | None:
-    """The expression group whose TU holds the kernel's generic inverse kernel (`exps_x_inv_k`, the
-    same text in every kernel that has one: one name, as a content name would be; for
-    the inverse modes of the expressions with no `_ki` of their own): the first group with such an
-    expression; None when every expression has its own (or there is none)."""
-    _, x_groups = _part_names(ks, tu_ops)
-    return next((g for g, idx in enumerate(x_groups) if any(not ks.exprs[i].inv for i in idx)), None)
+def generic_inverse_tu(ks: KernelSource) -> str | None:
+    """The device TU of the kernel's generic inverse kernel (`exps_x_inv_k`, for the inverse modes
+    of the expressions with no `_ki` of their own), `<key>_xinv.cu`: that kernel alone
+    (templates/x_inv.cu.j2), the same text in every kernel that has it, so the content-addressed
+    object cache compiles it once per machine and every other kernel takes it from there (in an
+    expression TU it was compiled again in every kernel: ~0.3 s of cicc + ptxas each, issue #15).
+    It sorts after every other TU of the key (`device_tus`). None when every expression has its own
+    `_ki` (or there is none)."""
+    return f"{ks.key}{XINV}" if any(not x.inv for x in ks.exprs) else None
 
 
 def tu_kernels(ks: KernelSource, tu_ops: int = TU_OPS) -> dict[str, list[str]]:
@@ -587,11 +597,17 @@ def render_abi(ks: KernelSource, tu_ops: int = TU_OPS) -> str:
 def _pack_groups(names: list[str], weights: dict[str, int], tu_ops: int) -> list[list[str]]:
     groups: list[list[str]] = []
     tot = 0
+    alone = False       # the last group is the generic inverse kernel's (`XINV`): never joined
     for n in names:
         w = weights.get(n, 0)
-        if not groups or (w and tot + w > tu_ops):
+        if n.endswith(XINV):
+            groups.append([n])
+            alone = True
+            continue
+        if not groups or alone or (w and tot + w > tu_ops):
             groups.append([])
             tot = 0
+            alone = False
         groups[-1].append(n)
         tot += w
     return groups
@@ -599,7 +615,8 @@ def _pack_groups(names: list[str], weights: dict[str, int], tu_ops: int) -> list
 
 def pack(key: str, parts: dict[str, str], weights: dict[str, int], tu_ops: int = TU_OPS) -> dict[str, str]:
     """Consecutive parts (in the given order) joined into TUs of at most tu_ops total weight; a part
-    absent from `weights` weighs 0 and always joins the TU before it. A TU of one part keeps its
+    absent from `weights` weighs 0 and always joins the TU before it; the generic inverse kernel's
+    part (`<key>_xinv.cu`) is always a TU of its own. A TU of one part keeps its
     name; a TU of several is `<key>_<their suffixes joined by _>.cu` (e.g. `<key>_q0_x0.cu`) and
     its text is theirs, in order: every part includes the (guarded) common header and defines only
     its own names."""
@@ -609,14 +626,14 @@ def pack(key: str, parts: dict[str, str], weights: dict[str, int], tu_ops: int =
 
 def render_parts(ks: KernelSource, tu_ops: int = TU_OPS) -> dict[str, str]:
     """The device parts of a kernel, each a valid TU: `<key>_q<k>.cu` (Q chunks of ~tu_ops ops),
-    then `<key>_x<k>.cu` (expression groups)."""
+    then `<key>_x<k>.cu` (expression groups), then `<key>_xinv.cu` (the generic inverse kernel, if
+    any expression has no `_ki`: `generic_inverse_tu`; its text is the same for every kernel)."""
     e = env()
     key, ir, pl = ks.key, ks.q, ks.plan
     if not isinstance(key, str) or not KEY_RE.fullmatch(key):
         raise ValueError(f"kernel key {key!r:.80} is not a C identifier of at most 220 characters")
     files: dict[str, str] = {}
     q_groups, x_groups = _part_names(ks, tu_ops)
-    inv_group = generic_inverse_group(ks, tu_ops)
     out_c = len(ir.ops) - 1
     # the device templates get no kernel key: a part's text is its content only (kernel_name)
     for g, idx in enumerate(q_groups):
@@ -626,7 +643,10 @@ def render_parts(ks: KernelSource, tu_ops: int = TU_OPS) -> dict[str, str]:
     xs = x_parts(ks) if x_groups else []
     for g, idx in enumerate(x_groups):
         files[f"{key}_x{g}.cu"] = e.get_template("exprs.cu.j2").render(
-            group=g, exprs=[xs[i] for i in idx], header=COMMON_HEADER, generic_inv=g == inv_group)
+            group=g, exprs=[xs[i] for i in idx], header=COMMON_HEADER)
+    inv = generic_inverse_tu(ks)
+    if inv is not None:     # no key, no group: the same text in every kernel
+        files[inv] = e.get_template("x_inv.cu.j2").render(header=COMMON_HEADER)
     return files
 
 

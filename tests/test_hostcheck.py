@@ -229,8 +229,8 @@ def test_sample_add_to_sub_is_detected() -> None:
     cov = cover(si, ei)
     ks = hostcheck.kernel_source(p.key, cov)
     files = render(ks)
-    name = f"{p.key}_q0_x0.cu"                # one device TU; Q comes first in it
-    assert list(files) == [name, f"{p.key}_abi.cpp"]
+    name = f"{p.key}_q0_x0.cu"                # one device TU of its own; Q comes first in it
+    assert list(files) == [name, f"{p.key}_xinv.cu", f"{p.key}_abi.cpp"]
     files[name] = files[name].replace("gl_add(", "gl_sub(", 1)
     res = _check_text(files, si, json.loads(p.starkinfo.read_text()), json.loads(p.expressions.read_text()), ks)
     assert [m.split(":")[0] for m in res.mismatches] == ["Q (scratch 0)"]
@@ -338,7 +338,7 @@ def test_flipped_num1_in_rendered_text_is_detected() -> None:
     p, si, cov, si_json, ei_json = _medium()
     ks = hostcheck.kernel_source(p.key, cov)
     files = render(ks)
-    [name] = [k for k in files if "_x" in k]
+    [name] = [k for k in files if "_x" in k and not k.endswith("_xinv.cu")]
     one = [x for x in cov.exprs if x.num1][0].ir.exp_id
     [kname] = [d["kname"] for d in emit.x_parts(ks) if d["exp_id"] == str(one)]
     call = re.compile(rf"(exps_x_inv_(?:thread|grid)<{kname}>\(X, [^;]*?dest, N, 3, )1,")
@@ -467,6 +467,7 @@ def test_generic_inverse_kernel_runs_the_inverse_modes_of_uninverted_expressions
     assert hot == dens and cold and len(cold) + len(hot) == len(cov.exprs)
     files = render(ks)
     [name] = [k for k, t in files.items() if k.endswith(".cu") and "void exps_x_inv_h(" in t]
+    assert name == f"{p.key}_xinv.cu"       # its own device TU (the same text in every kernel)
     good = "exps_saved_inv_thread((const uint64_t*)o1, o2, o3, blk, tx,"      # the host form's
     assert files[name].count(good) == 1
     assert _check_text(files, si, si_json, ei_json, ks).mismatches == []

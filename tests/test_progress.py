@@ -85,11 +85,12 @@ def test_tune_probes_one_arch_and_heartbeats(tmp_path: Path) -> None:
     assert t["arch"] == 90 and t["how"] == "probed" and len(t["probes"]) >= 1
     log = [x for x in kit.log.read_text().splitlines() if x.startswith("cc ")]
     probes = [x for x in log if " -cubin " in x]         # autotune: sm_90 device code, Q chunks only
-    finals = [x for x in log if "sm_80" in x]            # cc: the kernel's one device TU, both archs
+    finals = [x for x in log if "sm_80" in x]            # cc: the kernel's device TUs, both archs
     hosts = [x for x in log if x not in probes and x not in finals]   # cc: the launcher
     assert len(probes) == len(t["probes"]) and all(
         "-arch=sm_90" in x and "sm_80" not in x and "_qprobe.cu" in x for x in probes), log
-    assert [x.split()[-3].rsplit("/", 1)[-1] for x in finals] == [f"{bk.TINY_KEY}_q0_x0.cu"], log
+    assert sorted(x.split()[-3].rsplit("/", 1)[-1] for x in finals) == [    # its own, the generic inverse's
+        f"{bk.TINY_KEY}_q0_x0.cu", f"{bk.TINY_KEY}_xinv.cu"], log
     assert [x.split()[-3].rsplit("/", 1)[-1] for x in hosts] == ["exps_runtime.cpp"], log
     assert f"    ... tune {bk.TINY_KEY} (39 Q ops, sm_90): probe 1 of at most 6" in p.stderr, p.stderr
     assert bk.so_files(kit.pk) == {bk.TINY}

@@ -62,12 +62,15 @@ def test_two_machines_share_one_remote_ccache(tmp_path: Path) -> None:
     compiled = [next(a for a in line.split() if a.endswith((".cu", ".cpp"))).rsplit("/", 1)[-1]
                 for line in log.read_text().splitlines()]
     first = len(compiled)
-    # Tiny and the Shared kernel: one device TU and one launch table each (#15), the generic
-    # launcher (once; twice if both kernels' cc missed it at the same moment), and the device
-    # prelude's probe, with and without it (build/prelude.py), cold everywhere
+    # Tiny and the Shared kernel: one device TU of its own and one launch table each (#15), the
+    # generic inverse kernel's TU (the same text in both: once, the other kernel's an object-cache
+    # hit), the generic launcher (once; twice if both kernels' cc missed it at the same moment), and
+    # the device prelude's probe, with and without it (build/prelude.py), cold everywhere
     from buildkit import SHARED_KEY, TINY_KEY
+    [xinv] = [n for n in compiled if n.endswith("_xinv.cu")]
+    assert xinv in (f"{TINY_KEY}_xinv.cu", f"{SHARED_KEY}_xinv.cu")
     assert set(compiled) == {f"{k}_{t}" for k in (TINY_KEY, SHARED_KEY) for t in ("q0_x0.cu", "abi.cpp")} \
-        | {"exps_runtime.cpp", "exps_prelude_probe.cu"} and first in (7, 8), compiled
+        | {xinv, "exps_runtime.cpp", "exps_prelude_probe.cu"} and first in (8, 9), compiled
     assert compiled.count("exps_prelude_probe.cu") == 2
     assert all(" -fatbin " in line for line in log.read_text().splitlines() if ".cu " in line)
     assert remote.is_dir() and any(remote.iterdir())

@@ -63,13 +63,19 @@ def test_first_build_exact_outputs_and_compiles(ref):
     assert bk.so_files(kit.pk) == PLACED
     # every TU of every generated kernel compiled exactly once; the shared pair is one kernel
     tiny, shared = kit.tus(TINY_KEY), kit.tus(SHARED_KEY)
-    # a small kernel is one device TU (#15) and its launch table
-    assert tiny == [f"{TINY_KEY}_abi.cpp", f"{TINY_KEY}_q0_x0.cu"]
-    assert shared == [f"{SHARED_KEY}_abi.cpp", f"{SHARED_KEY}_q0_x0.cu"]
+    # a small kernel is one device TU of its own (#15), the generic inverse kernel's TU (both have an
+    # expression no hint inverts) and its launch table
+    assert tiny == [f"{TINY_KEY}_abi.cpp", f"{TINY_KEY}_q0_x0.cu", f"{TINY_KEY}_xinv.cu"]
+    assert shared == [f"{SHARED_KEY}_abi.cpp", f"{SHARED_KEY}_q0_x0.cu", f"{SHARED_KEY}_xinv.cu"]
+    assert (kit.build / TINY_KEY / "src" / f"{TINY_KEY}_xinv.cu").read_bytes() == \
+        (kit.build / SHARED_KEY / "src" / f"{SHARED_KEY}_xinv.cu").read_bytes()
     c = kit.calls()
-    # every device TU compiled once, no duplicate, and the generic launcher once for both kernels
-    # (through the launcher: a launch table never goes through one, actions.compile_kernel)
-    assert sorted(c.compiles) == sorted([f"{TINY_KEY}_q0_x0.cu", f"{SHARED_KEY}_q0_x0.cu", "exps_runtime.cpp"])
+    # every device TU compiled once, no duplicate: the generic inverse kernel's, the same text in both
+    # kernels, once for both (the other an object-cache hit), and the generic launcher once for both
+    # kernels (through the launcher: a launch table never goes through one, actions.compile_kernel)
+    [xinv] = [n for n in c.compiles if n.endswith("_xinv.cu")]
+    assert xinv in (f"{TINY_KEY}_xinv.cu", f"{SHARED_KEY}_xinv.cu")
+    assert sorted(c.compiles) == sorted([f"{TINY_KEY}_q0_x0.cu", f"{SHARED_KEY}_q0_x0.cu", xinv, "exps_runtime.cpp"])
     assert sorted(c.links) == sorted([TINY_KEY, SHARED_KEY, SHARED_KEY])   # two links, one kernel
     assert kit.manifest(SKIPPED_KEY)["files"] == {} and "boundaries" in kit.manifest(SKIPPED_KEY)["skip"]
     assert so_state(kit, SHARED1)[2] == so_state(kit, SHARED2)[2]
@@ -256,12 +262,17 @@ def test_doit_clean_removes_exactly_what_the_build_made(built):
 
 # --------------------------------------------------------------------------------- parallel
 def test_parallel_build_same_results(ref, tmp_path, monkeypatch):
-    """`doit -n 2` (doit's default process pool), cold cache: the same calls and the same bytes."""
+    """`doit -n 2` (doit's default process pool), cold cache: the same calls and the same bytes. (One
+    exception: the generic inverse kernel's TU, one text in both kernels, is compiled once per process
+    that misses it in the cache while the other compiles it: the object cache serializes a key's
+    compiles within a process only, so two concurrent cc tasks may both compile it.)"""
     kit = bk.new_kit(tmp_path)
     monkeypatch.setenv("EXPS_CACHE_DIR", str(kit.cache))
     kit.doit("-n", "2")
     c, r = kit.calls(), ref.kit.calls()
-    assert sorted(c.compiles) == sorted(r.compiles) and sorted(c.links) == sorted(r.links)
+    own = lambda names: [n for n in names if not n.endswith("_xinv.cu")]   # noqa: E731
+    assert sorted(own(c.compiles)) == sorted(own(r.compiles)) and sorted(c.links) == sorted(r.links)
+    assert 1 <= len(c.compiles) - len(own(c.compiles)) <= 2
     assert bk.so_files(kit.pk) == PLACED
     for rel in PLACED:
         assert so_state(kit, rel)[2] == so_state(ref.kit, rel)[2], rel
@@ -376,7 +387,8 @@ def test_gen_exps_spellings_and_flat_keep_dir(kit):
     bk.assert_all_current(kit)
     flat = sorted(x.name for x in keep.iterdir() if x.is_file() and not x.name.startswith((".", "report.")))
     assert flat == sorted(["gen.log", "gen_common.cuh", "exps_abi.h", "exps_runtime.cpp"]
-                          + [f"gen_{k}_{t}" for k in (TINY_KEY, SHARED_KEY) for t in ("q0_x0.cu", "abi.cpp")]), flat
+                          + [f"gen_{k}_{t}" for k in (TINY_KEY, SHARED_KEY)
+                             for t in ("q0_x0.cu", "xinv.cu", "abi.cpp")]), flat
     assert (keep / "gen.log").read_text().splitlines() == [
         f"Tiny, {TINY}, {TINY_KEY}, 0",
         f"Shared, {SHARED1}, {SHARED_KEY}, 0",
@@ -419,9 +431,12 @@ def test_whole_sample_first_build_and_noop(ref, tmp_path, monkeypatch):
     assert bk.so_files(kit.pk) == placed
     keys = sorted({bk.KEY_OF[r] for r in placed})
     c = kit.calls()
-    # every device TU once; the generic launcher once (twice when two cc tasks missed it at once)
-    device = [t for t in c.compiles if t != "exps_runtime.cpp"]
-    assert sorted(device) == sorted(t for k in keys for t in kit.tus(k) if t.endswith(".cu"))
+    # every device TU of a kernel's own once; the generic inverse kernel's TU (the same text in all
+    # four kernels) and the generic launcher once each (twice when two cc tasks missed it at once)
+    device = [t for t in c.compiles if t != "exps_runtime.cpp" and not t.endswith("_xinv.cu")]
+    assert sorted(device) == sorted(t for k in keys for t in kit.tus(k) if t.endswith(".cu") and "_xinv" not in t)
+    assert all(f"{k}_xinv.cu" in kit.tus(k) for k in keys)
+    assert 1 <= sum(t.endswith("_xinv.cu") for t in c.compiles) <= 2
     assert 1 <= c.compiles.count("exps_runtime.cpp") <= 2
     assert sorted(c.links) == sorted(bk.KEY_OF[r] for r in placed)
     assert "6 AIRs: 4 kernels generated, 4 compiled, 5 .so placed, 1 skipped, 0 failed" in p.stdout
