@@ -37,12 +37,22 @@ _main_pid = os.getpid()
 #: called in a forked child (doit worker): close the fds it must not keep (the build lock)
 child_fd_closers: list[Callable[[], None]] = []
 
-# The guard: `python -c GUARD argv...`. It is the leader of a new session (Popen
-# start_new_session), so its pgid is its pid and nvcc, cicc and ptxas share it.
+# The guard: `python -S -c GUARD argv...`. It is the leader of a new session (Popen
+# start_new_session), so its pgid is its pid and nvcc, cicc and ptxas share it. One runs per tool
+# (~140 per cold build of ../shared/pk), so it starts lean (issue #15): no `site` (-S: no .pth
+# files, no user site; it needs only the standard library), `_signal` instead of `signal` (no
+# enum), and fork + execvp + waitpid instead of subprocess (whose imports were most of the
+# guard's own time): ~10 ms of CPU a tool instead of ~45. The tool gets what Popen gave it: the
+# guard's fds 0-2 only (the guard itself is started with close_fds; Python opens its own with
+# O_CLOEXEC), SIGPIPE and SIGXFSZ back to their defaults and no other signal ignored (Popen's
+# restore_signals; not posix_spawn, which leaves glibc's internal signals 32 and 33 ignored in
+# the tool), a PATH lookup of argv[0], exit 127 and one line when it cannot be started, and the
+# guard exits with its code (128 + n for a signal n).
 GUARD = r"""
-import ctypes, os, signal, subprocess, sys
+import os, sys, _signal as signal
 ppid = int(sys.argv[1])
 try:
+    import ctypes
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)   # PR_SET_PDEATHSIG
 except Exception:
     pass
@@ -53,12 +63,19 @@ for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
     signal.signal(s, die)
 if os.getppid() != ppid:        # the parent died before the prctl took effect
     die()
-try:
-    p = subprocess.Popen(sys.argv[2:])
-except OSError as e:
-    sys.stderr.write("cannot run %s: %s\n" % (sys.argv[2], e))
-    sys.exit(127)
-rc = p.wait()
+pid = os.fork()
+if pid == 0:                    # the tool: what Popen(restore_signals=True) gave it
+    try:
+        for n in ("SIGPIPE", "SIGXFSZ"):
+            signal.signal(getattr(signal, n), signal.SIG_DFL)
+        os.execvp(sys.argv[2], sys.argv[2:])
+    except OSError as e:
+        e = OSError(e.errno, e.strerror, sys.argv[2])     # (Popen's error names the tool)
+        sys.stderr.write("cannot run %s: %s\n" % (sys.argv[2], e))
+        sys.stderr.flush()
+    finally:
+        os._exit(127)
+rc = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 sys.exit(rc if rc >= 0 else 128 - rc)
 """
 
@@ -78,7 +95,7 @@ def guarded_popen(argv: Sequence[str], **kw) -> subprocess.Popen:
     if _interrupted:
         raise Interrupted("the build was interrupted")
     kw.pop("start_new_session", None)
-    p = subprocess.Popen([sys.executable, "-c", GUARD, str(os.getpid()), *argv],
+    p = subprocess.Popen([sys.executable, "-S", "-c", GUARD, str(os.getpid()), *argv],
                          start_new_session=True, **kw)
     with _live_lock:
         _live.add(p.pid)
