@@ -171,6 +171,31 @@ def test_prune_lru(tmp_path):
     assert not any(c.path(k).exists() for k in keys)
 
 
+def test_put_scans_the_cache_only_when_it_may_be_over_its_bound(tmp_path, monkeypatch):
+    """A scan (prune) stats every entry: a put runs one only on the process's first put into a
+    root and when what the last scan found plus what this process stored since passes max_bytes
+    (issue #15); the cache is still at most max_bytes after every put."""
+    scans = []
+    real = oc.ObjectCache.prune
+    monkeypatch.setattr(oc.ObjectCache, "prune", lambda self: scans.append(1) or real(self))
+    big = oc.ObjectCache(tmp_path / "c", max_bytes=1 << 40)
+    for i in range(20):
+        big.put(f"{i:02x}" * 32, bytes(1000), {})
+    assert len(scans) == 1                                   # the first put only
+    oc.ObjectCache(tmp_path / "c", max_bytes=1 << 40).put("ff" * 32, bytes(1000), {})
+    assert len(scans) == 1                                   # one count per root, any instance
+
+    size = big.path("00" * 32).stat().st_size
+    small = oc.ObjectCache(tmp_path / "d", max_bytes=3 * size)
+    scans.clear()
+    for i in range(12):
+        small.put(f"{i:02x}" * 32, bytes(1000), {})
+        on_disk = sum(f.stat().st_size for f in (tmp_path / "d").rglob("*.obj"))
+        assert on_disk <= 3 * size
+    assert len(scans) == 1 + 12 - 3    # first put, then every put past the third entry
+    assert sorted(p.name[:2] for p in (tmp_path / "d").rglob("*.obj")) == ["09", "0a", "0b"]
+
+
 def test_default_root_and_max_from_env(tmp_path, monkeypatch):
     monkeypatch.setenv("EXPS_CACHE_DIR", str(tmp_path / "envcache"))
     monkeypatch.setenv("EXPS_CACHE_MAX_BYTES", "1K")

@@ -41,6 +41,12 @@ _WARNED: set[tuple[str, int | None]] = set()   # (cache root, errno) already war
 #: content, issue #15) compile it once; the others wait and take the entry
 _INFLIGHT: dict[tuple[str, str], threading.Lock] = {}
 _INFLIGHT_GUARD = threading.Lock()
+#: cache root -> the bytes of its entries after this process's last scan (`prune`) plus what this
+#: process stored there since: a put scans the cache again only when that passes max_bytes (a scan
+#: stats every entry: at a few thousand entries, 20 ms a put, a second and more of a build; issue
+#: #15). A process's first put scans; what other processes store meanwhile is seen at the next scan.
+_USAGE: dict[str, int] = {}
+_USAGE_GUARD = threading.Lock()
 
 
 def _inflight(root: Path, key: str) -> threading.Lock:
@@ -169,7 +175,8 @@ class ObjectCache:
         return obj, meta["report"]
 
     def put(self, key: str, obj: bytes, report: dict) -> Path | None:
-        """Store an entry atomically (concurrent puts of one key are safe), then prune.
+        """Store an entry atomically (concurrent puts of one key are safe), then prune when the
+        cache may have grown past ``max_bytes`` (`_USAGE`: the first put of a process always does).
 
         The cache is an optimization: a put that fails with an OSError (a full disk, ENOSPC /
         EDQUOT; a cache dir without write permission, EACCES / EROFS) is a warning (once per
@@ -180,8 +187,10 @@ class ObjectCache:
         p = self.path(key)
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(p, _MAGIC + f"{_sha(payload)}\n".encode() + payload)
-            self.prune()
+            blob = _MAGIC + f"{_sha(payload)}\n".encode() + payload
+            atomic_write(p, blob)
+            if self._grown(len(blob)):
+                self.prune()
         except OSError as e:
             self.put_errors += 1
             tag = (str(self.root), e.errno)
@@ -191,6 +200,16 @@ class ObjectCache:
                             "caching", self.root, e.strerror or e)
             return None
         return p
+
+    def _grown(self, n: int) -> bool:
+        """Count a put of `n` bytes; whether the cache may now be over ``max_bytes`` (or this
+        process has not scanned it yet)."""
+        with _USAGE_GUARD:
+            used = _USAGE.get(str(self.root))
+            if used is None:
+                return True
+            _USAGE[str(self.root)] = used + n
+            return used + n > self.max_bytes
 
     def prune(self) -> int:
         """Remove least-recently-used entries until the total is <= ``max_bytes``; also old
@@ -217,6 +236,8 @@ class ObjectCache:
             f.unlink(missing_ok=True)
             total -= size
             removed += 1
+        with _USAGE_GUARD:
+            _USAGE[str(self.root)] = total
         return removed
 
     # -- compile through the cache ----------------------------------------------------------
