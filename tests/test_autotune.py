@@ -193,6 +193,31 @@ def _counting_launcher(tmp_path: Path) -> tuple[Path, Path]:
 
 
 @needs_nvcc
+def test_one_target_arch_runs_no_cubin_compile(tmp_path, monkeypatch):
+    """Issue #15 (build CPU): with the tune arch the only target every probe compiles as cc does
+    (`-c -fatbin`), so tune never asks the device prelude about `-cubin`: on a cold cache that
+    question alone was two nvcc runs (the prelude's probe TU with and without it). With a second
+    target arch the probes are `-cubin` and it is asked (once per process and cache)."""
+    from codegen.build import prelude
+    monkeypatch.setenv("EXPS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(prelude, "_decided", {})
+    launcher, log = _counting_launcher(tmp_path)
+    monkeypatch.setenv("EXPS_LAUNCHER", str(launcher))      # the prelude's compiles log there too
+    ir_json, tune_json = tmp_path / "ir.json", tmp_path / "tune.json"
+    act_ir("tiny", f"{TINY}.starkinfo.json", f"{TINY}.expressionsinfo.json", str(ir_json), [])
+    assert act_tune("tiny", str(ir_json), str(tune_json), str(tmp_path / "probe"), [90], None,
+                    launcher=[str(launcher)])
+    runs = log.read_text().splitlines()
+    assert len(runs) == 3 and all(" -c -fatbin " in r for r in runs)   # the prelude's 2, the probe
+    assert not [r for r in runs if " -cubin " in r]
+    log.unlink()
+    assert act_tune("tiny", str(ir_json), str(tune_json), str(tmp_path / "probe"), [80, 90], None,
+                    launcher=[str(launcher)])
+    runs = log.read_text().splitlines()
+    assert len(runs) == 3 and all(" -cubin " in r for r in runs)        # the prelude's 2, the probe
+
+
+@needs_nvcc
 def test_small_kernel_first_probe_is_its_final_compile(tmp_path, monkeypatch):
     """Issue #15: Tiny (39 Q ops, 2 expressions) is one device TU of its own and the estimate expects
     its single kernel to end the search: tune compiles that TU exactly as cc will (`-c -fatbin`,

@@ -319,11 +319,13 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
         else:
             cache = ObjectCache()
             arch = tune_arch(archs)
-            opts = prelude.options(toolchain.CompileOptions((arch,), extra_flags=HIDDEN, mode="cubin"), cache)
+            cubin = toolchain.CompileOptions((arch,), extra_flags=HIDDEN, mode="cubin")
             # when the tune arch is the only target, a probe compiles its chunks as cc will (`-c
             # -fatbin`, the same options; no more ptxas work than `-cubin`): when that plan wins,
             # emit makes those chunks a TU of their own with the probe's text (KernelSource.probed),
-            # which cc then takes from the object cache
+            # which cc then takes from the object cache. Only other probes are `-cubin` compiles,
+            # and only they ask prelude.options about `-cubin` (its decision compiles a probe TU
+            # twice on a cold cache: two nvcc runs for nothing when every probe is as cc's)
             as_cc = archs == [arch]
             probed: dict[int, list[int]] = {}
             final = None      # (ops per chunk, device TU) of a first probe compiled as cc will
@@ -352,8 +354,8 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
                     if as_cc:
                         probed[pl.ops_per_chunk] = reps
                     tus = stage_sources(render_probe(ks, reps), sub)
-                    got = compile_tus(tus, sub / "obj", compile_options(archs, cache) if as_cc else opts, cache,
-                                      launcher)
+                    got = compile_tus(tus, sub / "obj", compile_options(archs, cache) if as_cc
+                                      else prelude.options(cubin, cache), cache, launcher)
                     regs, spills = chunk_stats(key, ks.plan, [r for _, r, _ in got.values()])
                     return fill_unprobed(ks.q, ks.plan, regs, reps), spills
 
