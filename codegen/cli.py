@@ -97,7 +97,8 @@ def legacy_parser() -> argparse.ArgumentParser:
 
 
 def write_flat_keep(s, keep: Path) -> int:
-    """The original tool's flat keep-dir next to ours: `gen_<kernel>_<tu>.cu` for every TU,
+    """The original tool's flat keep-dir next to ours: `gen_<kernel>_<tu>.cu` for every TU (the
+    generic inverse kernel's, the same file in every kernel that has one: `gen_exps_xinv.cu`),
     `gen_common.cuh`, and `gen.log` with one line `name, base, sym, slots` per AIR that has a
     kernel (name: the AIR's file base; base: its path in the key; sym: its kernel; slots:
     scratch slots of its Q). Returns the number of AIRs listed."""

@@ -39,9 +39,12 @@ STORE_OPS = 100
 #: what one more nvcc run costs, in Q ops compiled: ~0.25 s CPU for a TU of no work (the
 #: preprocessing of gen_common.cuh and cuda_runtime.h, cicc's start) vs ~7 ms per Q op (issue #15)
 TU_FIXED_OPS = 40
-#: the suffix of the generic inverse kernel's device TU, `<key>_xinv.cu` (`generic_inverse_tu`): a
-#: part that `pack` never joins with another, its text the same in every kernel that has it
+#: the suffix of the generic inverse kernel's device TU, `XINV_TU` (`generic_inverse_tu`): a part
+#: that `pack` never joins with another, its text the same in every kernel that has it
 XINV = "_xinv.cu"
+#: its name: the same in every kernel too (no key), so that a compiler launcher, whose cache keys the
+#: command line (`src/<tu>`), also finds it compiled by any other kernel of any machine
+XINV_TU = "exps" + XINV
 
 OP_C = {
     ("add", "11"): "gl_add({a}, {b})",
@@ -447,8 +450,9 @@ def render(ks: KernelSource, tu_ops: int = TU_OPS) -> dict[str, str]:
     their fatbins; the launcher that reads it (`RUNTIME`) is the same file for every kernel.
     With `ks.probed` the chunks an autotune probe compiled are the part `<key>_q0.cu`, a TU of its
     own (the probe's text); the other chunks and the expressions follow (e.g. `<key>_q1_x0.cu`).
-    A kernel with the generic inverse kernel has it alone in its last device TU, `<key>_xinv.cu`
-    (`generic_inverse_tu`), the same text in every kernel: one object-cache entry per machine."""
+    A kernel with the generic inverse kernel has it alone in its last device TU, `exps_xinv.cu`
+    (`generic_inverse_tu`), the same name and text in every kernel: one object-cache entry per
+    machine (and one compiler-launcher entry for every machine sharing its store)."""
     parts = render_parts(ks, tu_ops)
     groups = _tu_groups(ks, tu_ops)
     files = {_tu_name(ks.key, g): "".join(parts[n] for n in g) for g in groups}
@@ -458,8 +462,8 @@ def render(ks: KernelSource, tu_ops: int = TU_OPS) -> dict[str, str]:
 
 def device_tus(files) -> list[str]:
     """The device TUs among a kernel's source names, in the order of their fatbins in its launch
-    table (`f<i>.fatbin` is the i-th)."""
-    return sorted(n for n in files if n.endswith(".cu"))
+    table (`f<i>.fatbin` is the i-th): by name, the generic inverse kernel's (`XINV_TU`) last."""
+    return sorted(n for n in files if n.endswith(".cu") and n != XINV_TU) + [n for n in files if n == XINV_TU]
 
 
 #: Itanium-mangled parameter lists of the two kernel signatures (q_chunks.cu.j2 / exprs.cu.j2):
@@ -562,13 +566,14 @@ def launch_table(ks: KernelSource, tu_ops: int = TU_OPS) -> dict:
 
 def generic_inverse_tu(ks: KernelSource) -> str | None:
     """The device TU of the kernel's generic inverse kernel (`exps_x_inv_k`, for the inverse modes
-    of the expressions with no `_ki` of their own), `<key>_xinv.cu`: that kernel alone
+    of the expressions with no `_ki` of their own), `exps_xinv.cu` (`XINV_TU`): that kernel alone
     (templates/x_inv.cu.j2), the same text in every kernel that has it, so the content-addressed
     object cache compiles it once per machine and every other kernel takes it from there (in an
     expression TU it was compiled again in every kernel: ~0.3 s of cicc + ptxas each, issue #15).
-    It sorts after every other TU of the key (`device_tus`). None when every expression has its own
-    `_ki` (or there is none)."""
-    return f"{ks.key}{XINV}" if any(not x.inv for x in ks.exprs) else None
+    Its name has no key either (a compiler launcher's cache keys the command line), and it is the
+    kernel's last device TU (`device_tus`). None when every expression has its own `_ki` (or there
+    is none)."""
+    return XINV_TU if any(not x.inv for x in ks.exprs) else None
 
 
 def tu_kernels(ks: KernelSource, tu_ops: int = TU_OPS) -> dict[str, list[str]]:
@@ -616,7 +621,7 @@ def _pack_groups(names: list[str], weights: dict[str, int], tu_ops: int) -> list
 def pack(key: str, parts: dict[str, str], weights: dict[str, int], tu_ops: int = TU_OPS) -> dict[str, str]:
     """Consecutive parts (in the given order) joined into TUs of at most tu_ops total weight; a part
     absent from `weights` weighs 0 and always joins the TU before it; the generic inverse kernel's
-    part (`<key>_xinv.cu`) is always a TU of its own. A TU of one part keeps its
+    part (`exps_xinv.cu`) is always a TU of its own. A TU of one part keeps its
     name; a TU of several is `<key>_<their suffixes joined by _>.cu` (e.g. `<key>_q0_x0.cu`) and
     its text is theirs, in order: every part includes the (guarded) common header and defines only
     its own names."""
@@ -626,7 +631,7 @@ def pack(key: str, parts: dict[str, str], weights: dict[str, int], tu_ops: int =
 
 def render_parts(ks: KernelSource, tu_ops: int = TU_OPS) -> dict[str, str]:
     """The device parts of a kernel, each a valid TU: `<key>_q<k>.cu` (Q chunks of ~tu_ops ops),
-    then `<key>_x<k>.cu` (expression groups), then `<key>_xinv.cu` (the generic inverse kernel, if
+    then `<key>_x<k>.cu` (expression groups), then `exps_xinv.cu` (the generic inverse kernel, if
     any expression has no `_ki`: `generic_inverse_tu`; its text is the same for every kernel)."""
     e = env()
     key, ir, pl = ks.key, ks.q, ks.plan

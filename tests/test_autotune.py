@@ -223,7 +223,7 @@ def test_small_kernel_first_probe_is_its_final_compile(tmp_path, monkeypatch):
     its single kernel to end the search: tune compiles that TU exactly as cc will (`-c -fatbin`,
     sm_90, the kernel's real source hash) and nothing else; cc's device TU is then an object cache
     hit: cc runs only the host compiles of the launch table and the generic launcher, and the
-    generic inverse kernel's TU (`tiny_xinv.cu`, the same for every kernel: this cache is cold)."""
+    generic inverse kernel's TU (`exps_xinv.cu`, the same for every kernel: this cache is cold)."""
     from codegen.build.actions import act_cc, act_emit
     monkeypatch.setenv("EXPS_CACHE_DIR", str(tmp_path / "cache"))
     launcher, log = _counting_launcher(tmp_path)
@@ -237,13 +237,13 @@ def test_small_kernel_first_probe_is_its_final_compile(tmp_path, monkeypatch):
     [probe] = log.read_text().splitlines()
     assert " -c -fatbin " in probe and "code=sm_90" in probe and probe.split()[-3].endswith("/tiny_q0_x0.cu")
     assert act_emit("tiny", str(ir_json), str(tune_json), str(man.parent / "src"), str(man), content, settings)
-    assert json.loads(man.read_text())["files"].keys() == {"tiny_q0_x0.cu", "tiny_xinv.cu", "tiny_abi.cpp"}
+    assert json.loads(man.read_text())["files"].keys() == {"tiny_q0_x0.cu", "exps_xinv.cu", "tiny_abi.cpp"}
     assert act_cc("tiny", str(man), str(tmp_path / "k" / "obj"), str(tmp_path / "k" / "objs.json"), [90], [], [],
                   launcher=[str(launcher)])
     assert json.loads((tmp_path / "k" / "objs.json").read_text())["hits"] == 1
     cc = log.read_text().splitlines()[1:]     # cc compiled no device TU of Tiny's own: the generic inverse
     assert sorted(x.split()[-3].rsplit("/", 1)[-1] for x in cc) == [  # kernel's, the launcher (and the
-        "exps_runtime.cpp", "tiny_xinv.cu"]                           # table, never via a launcher)
+        "exps_runtime.cpp", "exps_xinv.cu"]                           # table, never via a launcher)
     assert json.loads(tune_json.read_text())["probed"] is None
     # no content to hash: the probe of the single kernel compiles its chunk as cc would (`-c
     # -fatbin`, the one target) and tune.json says so; but 39 ops are not worth another nvcc run
@@ -256,7 +256,7 @@ def test_small_kernel_first_probe_is_its_final_compile(tmp_path, monkeypatch):
     t = json.loads(tune_json.read_text())
     assert t["probed"] == [0] and t["ops_per_chunk"] == 0
     assert act_emit("tiny", str(ir_json), str(tune_json), str(man.parent / "src"), str(man), content, settings)
-    assert json.loads(man.read_text())["files"].keys() == {"tiny_q0_x0.cu", "tiny_xinv.cu", "tiny_abi.cpp"}
+    assert json.loads(man.read_text())["files"].keys() == {"tiny_q0_x0.cu", "exps_xinv.cu", "tiny_abi.cpp"}
     # another target arch list: probes are device code only, for the tune arch (test_progress.py)
     log.unlink()
     assert act_tune("tiny", str(ir_json), str(tune_json), str(tmp_path / "probe"), [80, 90], None,
@@ -288,7 +288,7 @@ def test_chosen_probe_is_ccs_first_device_tu(tmp_path, monkeypatch):
     assert 2 <= len(probes) <= len(t["probes"]) and all(" -c -fatbin " in p for p in probes)
     assert t["ops_per_chunk"] != t["probes"][0]["ops_per_chunk"] and t["probed"], t
     assert act_emit("sh", str(ir_json), str(tune_json), str(man.parent / "src"), str(man), content, settings)
-    assert json.loads(man.read_text())["files"].keys() == {"sh_q0.cu", "sh_x0.cu", "sh_xinv.cu", "sh_abi.cpp"}
+    assert json.loads(man.read_text())["files"].keys() == {"sh_q0.cu", "sh_x0.cu", "exps_xinv.cu", "sh_abi.cpp"}
     _, cov = load_coverage(str(ir_json))
     ks = KernelSource("sh", cov.q, plan(cov.q, t["ops_per_chunk"]), cov.exprs, "0" * 64, probed=tuple(t["probed"]))
     assert probed_pays(ks)
@@ -298,7 +298,7 @@ def test_chosen_probe_is_ccs_first_device_tu(tmp_path, monkeypatch):
                   launcher=[str(launcher)])
     assert json.loads((tmp_path / "k" / "objs.json").read_text())["hits"] == 1
     assert sorted(x.split()[-3].rsplit("/", 1)[-1] for x in log.read_text().splitlines()) == [
-        "exps_runtime.cpp", "sh_x0.cu", "sh_xinv.cu"]
+        "exps_runtime.cpp", "sh_x0.cu", "exps_xinv.cu"]
 
 
 @needs_nvcc

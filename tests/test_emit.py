@@ -80,16 +80,16 @@ def test_file_names_single_kernel() -> None:
     ks = _ks("Tiny")
     assert ks.plan.n_chunks == 1
     parts = render_parts(ks)
-    assert list(parts) == ["k_tiny_q0.cu", "k_tiny_x0.cu", "k_tiny_xinv.cu"]
+    assert list(parts) == ["k_tiny_q0.cu", "k_tiny_x0.cu", "exps_xinv.cu"]
     # a small kernel is ONE device TU of its own (one nvcc run, issue #15): its parts' texts, in
     # order; the generic inverse kernel (Tiny has an expression no hint inverts) alone in the TU that
     # every kernel shares (an object-cache hit); and its launch table (host data: the generic
     # launcher exps_runtime.cpp reads it)
     files = render(ks)
-    assert list(files) == ["k_tiny_q0_x0.cu", "k_tiny_xinv.cu", "k_tiny_abi.cpp"]
+    assert list(files) == ["k_tiny_q0_x0.cu", "exps_xinv.cu", "k_tiny_abi.cpp"]
     assert files["k_tiny_q0_x0.cu"] == parts["k_tiny_q0.cu"] + parts["k_tiny_x0.cu"]
-    assert files["k_tiny_xinv.cu"] == parts["k_tiny_xinv.cu"]
-    assert device_tus(files) == ["k_tiny_q0_x0.cu", "k_tiny_xinv.cu"]
+    assert files["exps_xinv.cu"] == parts["exps_xinv.cu"]
+    assert device_tus(files) == ["k_tiny_q0_x0.cu", "exps_xinv.cu"]
 
 
 def _table(abi: str) -> tuple[list[tuple[int, str]], list[tuple[int, int, str]]]:
@@ -118,16 +118,16 @@ def test_file_names_chunked_large() -> None:
     assert n == 5394 and ks.plan.n_chunks == 22
     files = render_parts(ks)
     # 15 chunks of 256 ops (3840 <= TU_OPS 4000) per TU: chunks 0-14, 15-21
-    assert sorted(files) == ["k_large_q0.cu", "k_large_q1.cu", "k_large_x0.cu", "k_large_xinv.cu"]
+    assert sorted(files) == ["k_large_q0.cu", "k_large_q1.cu", "k_large_x0.cu", "exps_xinv.cu"]
     # packed: q0 alone (3840 ops); q1 (1554 ops) and the expressions (their ops + STORE_OPS each);
     # the generic inverse kernel alone, last
     assert 1554 + sum(len(x.ir.ops) + STORE_OPS for x in ks.exprs) <= TU_OPS
     r = render(ks)
     assert r == {"k_large_q0.cu": files["k_large_q0.cu"],
                  "k_large_q1_x0.cu": files["k_large_q1.cu"] + files["k_large_x0.cu"],
-                 "k_large_xinv.cu": files["k_large_xinv.cu"],
+                 "exps_xinv.cu": files["exps_xinv.cu"],
                  "k_large_abi.cpp": r["k_large_abi.cpp"]}
-    assert list(r) == ["k_large_q0.cu", "k_large_q1_x0.cu", "k_large_xinv.cu", "k_large_abi.cpp"]
+    assert list(r) == ["k_large_q0.cu", "k_large_q1_x0.cu", "exps_xinv.cu", "k_large_abi.cpp"]
     assert re.findall(r"EXPS_HD void k[0-9a-f]{16}_q_c(\d+)\(", files["k_large_q0.cu"]) == [str(c) for c in range(15)]
     assert re.findall(r"EXPS_HD void k[0-9a-f]{16}_q_c(\d+)\(", files["k_large_q1.cu"]) == [str(c) for c in range(15, 22)]
     # the launch table lists every chunk kernel in launch order, each in its device TU's fatbin
@@ -144,7 +144,7 @@ def test_file_names_chunked_large() -> None:
         "k_large_q1_x0.cu": [kernel_symbol(f"{qn[c]}_k", Q_PARAMS) for c in range(15, 22)]
         + [kernel_symbol(f"{xn[xk.ir.exp_id]}_{k}", X_PARAMS) for xk in sorted(ks.exprs, key=lambda xk: xk.ir.exp_id)
            for k in (("k", "ki") if xk.inv else ("k",))],
-        "k_large_xinv.cu": [kernel_symbol("exps_x_inv_k", X_PARAMS)]}
+        "exps_xinv.cu": [kernel_symbol("exps_x_inv_k", X_PARAMS)]}
     # an expression some hint inverts has its own inverse kernel; the others (44 and 68 are the
     # sample Large's hint denominators) share the kernel's generic inverse kernel
     assert sorted(xk.ir.exp_id for xk in ks.exprs if xk.inv) == [44, 68]
@@ -152,8 +152,8 @@ def test_file_names_chunked_large() -> None:
     for xk in ks.exprs:
         w, i = (kernel_symbol(f"{xn[xk.ir.exp_id]}_{k}", X_PARAMS) for k in ("k", "ki"))
         assert (f'"{w}", "{i}", ' if xk.inv else f'"{w}", 0, ') in abi, xk.ir.exp_id
-    # the table's generic inverse kernel: lib 2, the fatbin of k_large_xinv.cu (device_tus order)
-    assert device_tus(r)[2] == "k_large_xinv.cu"
+    # the table's generic inverse kernel: lib 2, the fatbin of exps_xinv.cu (device_tus order: last)
+    assert device_tus(r)[2] == "exps_xinv.cu"
     assert f'2u, "{kernel_symbol("exps_x_inv_k", X_PARAMS)}", EXPS_HOST_FORM(exps_x_inv_h),' in abi
 
 
@@ -177,7 +177,7 @@ def test_file_names_small_tu_limit() -> None:
     assert sum(sizes) > 40 and len(xn) > 1
     # packed: every part over 40 ops stays alone, and so does the generic inverse kernel's; the
     # launch table comes last
-    assert list(files)[-1] == "k_medium_xinv.cu"
+    assert list(files)[-1] == "exps_xinv.cu"
     packed = render(ks, tu_ops=40)
     assert list(packed) == list(files) + ["k_medium_abi.cpp"]
     assert "".join(packed[n] for n in files) == "".join(files.values())
@@ -199,32 +199,32 @@ def _inv_holders(files: dict[str, str]) -> list[str]:
                                              ("Large", 256, TU_OPS)])
 def test_generic_inverse_kernel_is_a_tu_of_its_own(name: str, opc, tu_ops: int) -> None:
     """Issue #15 (build CPU): a kernel with an expression no hint inverts has the generic inverse
-    kernel alone in `<key>_xinv.cu`, its last device TU, whatever the TU limit (never packed with
+    kernel alone in `exps_xinv.cu`, its last device TU, whatever the TU limit (never packed with
     another part); no other TU defines it or its host form; the launch table's `inv` names it
     (lib = that TU's fatbin index, the build's name check expects exactly that kernel there)."""
     ks = _ks(name, opc)
     key = ks.key
-    assert any(not x.inv for x in ks.exprs) and emit.generic_inverse_tu(ks) == f"{key}_xinv.cu"
+    assert any(not x.inv for x in ks.exprs) and emit.generic_inverse_tu(ks) == "exps_xinv.cu"
     files = render(ks, tu_ops=tu_ops)
     tus = device_tus(files)
-    assert tus[-1] == f"{key}_xinv.cu" and _inv_holders(files) == [f"{key}_xinv.cu"]
-    assert files[f"{key}_xinv.cu"] == render_parts(ks, tu_ops=tu_ops)[f"{key}_xinv.cu"]
-    assert "EXPS_HD" not in files[f"{key}_xinv.cu"] and key not in files[f"{key}_xinv.cu"]
+    assert tus[-1] == "exps_xinv.cu" and _inv_holders(files) == ["exps_xinv.cu"]
+    assert files["exps_xinv.cu"] == render_parts(ks, tu_ops=tu_ops)["exps_xinv.cu"]
+    assert "EXPS_HD" not in files["exps_xinv.cu"] and key not in files["exps_xinv.cu"]
     t = emit.launch_table(ks, tu_ops=tu_ops)
     assert t["tus"] == tus and t["inv"]["lib"] == len(tus) - 1
     assert t["inv"] == {"lib": len(tus) - 1, "sym": kernel_symbol("exps_x_inv_k", X_PARAMS), "host": "exps_x_inv_h"}
     assert all(k["lib"] < len(tus) - 1 for k in (*t["q"], *t["exprs"]))
-    assert tu_kernels(ks, tu_ops=tu_ops)[f"{key}_xinv.cu"] == [kernel_symbol("exps_x_inv_k", X_PARAMS)]
+    assert tu_kernels(ks, tu_ops=tu_ops)["exps_xinv.cu"] == [kernel_symbol("exps_x_inv_k", X_PARAMS)]
     abi = files[f"{key}_abi.cpp"]
     assert f'    {len(tus) - 1}u, "{kernel_symbol("exps_x_inv_k", X_PARAMS)}", EXPS_HOST_FORM(exps_x_inv_h),' in abi
-    assert f"//   f{len(tus) - 1}.fatbin: {key}_xinv.cu\n" in abi
+    assert f"//   f{len(tus) - 1}.fatbin: exps_xinv.cu\n" in abi
 
 
 def test_generic_inverse_tu_text_is_the_same_in_every_kernel() -> None:
     """Its text names no key, group or expression: byte-identical in two different kernels (Tiny's
     and Large's, other keys, other TU layouts), so one object-cache entry serves every kernel."""
     a, b = _ks("Tiny"), _ks("Large", 256)
-    ta, tb = render(a)["k_tiny_xinv.cu"], render(b, tu_ops=40)["k_large_xinv.cu"]
+    ta, tb = render(a)["exps_xinv.cu"], render(b, tu_ops=40)["exps_xinv.cu"]
     assert ta.encode() == tb.encode()
     assert ta.count("exps_x_inv_k(") == 1 and ta.count("void exps_x_inv_h(") == 1
     assert ta.startswith("// Generated by exps-codegen: the generic inverse kernel.")
@@ -232,7 +232,7 @@ def test_generic_inverse_tu_text_is_the_same_in_every_kernel() -> None:
 
 
 def test_no_generic_inverse_tu_when_every_expression_has_its_own() -> None:
-    """Every expression inverted by a hint (each has a `_ki`), or none at all: no `<key>_xinv.cu`,
+    """Every expression inverted by a hint (each has a `_ki`), or none at all: no `exps_xinv.cu`,
     no generic inverse kernel anywhere, the table's `inv` entry empty (0u, 0, 0)."""
     for exprs in (lambda xs: [x for x in xs if x.inv], lambda xs: []):
         ks = _ks("Medium", exprs=exprs)
@@ -247,7 +247,7 @@ def test_no_generic_inverse_tu_when_every_expression_has_its_own() -> None:
 
 
 def test_pack_never_joins_the_generic_inverse_part() -> None:
-    """`pack` keeps `<key>_xinv.cu` a TU of its own, weighed or not (a part of weight 0 otherwise
+    """`pack` keeps `exps_xinv.cu` a TU of its own, weighed or not (a part of weight 0 otherwise
     joins the TU before it), and starts a new TU after it."""
     parts = {"k_q0.cu": "a", "k_x0.cu": "b", "k_xinv.cu": "c", "k_x1.cu": "d"}
     assert pack("k", parts, {"k_q0.cu": 1, "k_x0.cu": 1, "k_x1.cu": 1}) == {
@@ -258,17 +258,17 @@ def test_pack_never_joins_the_generic_inverse_part() -> None:
 def test_generic_inverse_tu_with_probed_chunks() -> None:
     """A probed layout (`KernelSource.probed`: the probe's chunks first, alone) keeps the generic
     inverse kernel alone and last; `probed_pays` counts the same extra nvcc runs as before (the
-    `<key>_xinv.cu` TU is in both layouts)."""
+    `exps_xinv.cu` TU is in both layouts)."""
     ks = _ks("Medium", 64)
     n = ks.plan.n_chunks
     assert n >= 3
     probed = KernelSource(ks.key, ks.q, ks.plan, ks.exprs, HASH, passes=False, probed=(0, 1))
     tus = device_tus(render(probed))
-    assert tus[0] == "k_medium_q0.cu" and tus[-1] == "k_medium_xinv.cu"
+    assert tus[0] == "k_medium_q0.cu" and tus[-1] == "exps_xinv.cu"
     assert emit._tu_groups(probed, TU_OPS) == [["k_medium_q0.cu"], ["k_medium_q1.cu", "k_medium_x0.cu"],
-                                               ["k_medium_xinv.cu"]]
+                                               ["exps_xinv.cu"]]
     assert emit._tu_groups(probed, TU_OPS, probed=None) == [["k_medium_q0.cu", "k_medium_x0.cu"],
-                                                            ["k_medium_xinv.cu"]]
+                                                            ["exps_xinv.cu"]]
     assert emit.probed_pays(probed) == (sum(b - a for a, b in probed.plan.chunks[:2]) > emit.TU_FIXED_OPS)
 
 
@@ -607,7 +607,7 @@ def test_render_40000_op_q(tmp_path: Path, capsys) -> None:
     assert ks.plan.n_chunks == 157
     # 11 Q TUs of <= 15 chunks; the last (7 chunks) is packed with the expressions; the launch table
     qfiles = [f"{p.key}_q{g}.cu" for g in range(10)] + [f"{p.key}_q10_x0.cu"]
-    assert list(files) == qfiles + [f"{p.key}_xinv.cu", f"{p.key}_abi.cpp"]
+    assert list(files) == qfiles + ["exps_xinv.cu", f"{p.key}_abi.cpp"]
     # every op is emitted exactly once, in order, across the TUs (a word v<i> or accumulators a<i>)
     defs = []
     for f in qfiles:

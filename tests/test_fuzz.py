@@ -120,8 +120,8 @@ def check_c(files: dict[str, str]) -> None:
     vocab, strings = c_vocabulary(), baseline_strings()
     for name, text in files.items():
         # a device TU is one part or consecutive parts joined (emit.pack: e.g. <key>_q0_x0.cu), or
-        # the generic inverse kernel's (<key>_xinv.cu, alone); and the launch table
-        assert re.fullmatch(rf"{KEY}_(q\d+|x\d+)(_(q\d+|x\d+))*\.cu|{KEY}_xinv\.cu|{KEY}_abi\.cpp", name), name
+        # the generic inverse kernel's (exps_xinv.cu, alone); and the launch table
+        assert re.fullmatch(rf"{KEY}_(q\d+|x\d+)(_(q\d+|x\d+))*\.cu|exps_xinv\.cu|{KEY}_abi\.cpp", name), name
         assert {c for c in text if not c.isascii()} <= template_non_ascii(), f"{name}: non-ASCII text"
         assert "\x00" not in text and "\r" not in text, name
         for m in MARKERS:

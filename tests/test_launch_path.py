@@ -34,7 +34,7 @@ SAMPLE = Path(__file__).resolve().parent.parent / "provingkey-sample"
 ABI = {"exps_launch", "exps_min_scratch", "exps_expr_covered", "exps_launch_expr", "exps_emitter_version",
        "exps_source_hash"}
 #: a TU limit that cuts Tiny (39 Q ops, 2 expressions, one of them with no `_ki`) into four device TUs (one
-#: per part, and the generic inverse kernel's `<key>_xinv.cu`): four fatbins
+#: per part, and the generic inverse kernel's `exps_xinv.cu`): four fatbins
 TU_OPS = 1
 
 
@@ -47,7 +47,7 @@ def built(tmp_path_factory):
     ks = KernelSource(p.key, cov.q, plan(cov.q, 0), cov.exprs, "ab" * 32)
     files = render(ks, tu_ops=TU_OPS)
     kernels = tu_kernels(ks, tu_ops=TU_OPS)
-    assert device_tus(files) == [f"{p.key}_q0.cu", f"{p.key}_x0.cu", f"{p.key}_x1.cu", f"{p.key}_xinv.cu"]
+    assert device_tus(files) == [f"{p.key}_q0.cu", f"{p.key}_x0.cu", f"{p.key}_x1.cu", "exps_xinv.cu"]
     actions.stage_sources(files, d / "src")
     got = actions.compile_kernel(d / "src", list(files), kernels, d / "obj", [90], ObjectCache(d / "cache"), [])
     so = toolchain.link_shared([Path(o) for o in got["objects"]], d / "k.exps.so", actions.compile_options([90]),
@@ -83,8 +83,8 @@ def test_every_kernel_of_the_table_is_in_the_fatbins(built) -> None:
     assert len(names) == ks.plan.n_chunks + 2 * len(ks.exprs) - cold + (1 if cold else 0)
     assert sass.count("Fatbin elf code") == sass.count("Fatbin ptx code") == 4   # per device TU: SASS, PTX
     # the generic inverse kernel is alone in the last fatbin (its own TU, the table's inv lib)
-    assert kernels[f"{ks.key}_xinv.cu"] == [kernel_symbol("exps_x_inv_k", X_PARAMS)]
-    assert re.findall(r"Function : (\S+)", sass.split("Fatbin elf code")[-1]) == kernels[f"{ks.key}_xinv.cu"]
+    assert kernels["exps_xinv.cu"] == [kernel_symbol("exps_x_inv_k", X_PARAMS)]
+    assert re.findall(r"Function : (\S+)", sass.split("Fatbin elf code")[-1]) == kernels["exps_xinv.cu"]
 
 
 def test_name_check_catches_a_kernel_missing_from_its_fatbin(built, tmp_path) -> None:

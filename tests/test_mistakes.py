@@ -172,7 +172,7 @@ def test_emit_needs_no_nvcc(tmp_path: Path, small_key: Path, front: str) -> None
         assert "Traceback" not in p.stdout + p.stderr
         src = b / bk.TINY_KEY / "src"
         assert sorted(x.name for x in src.iterdir()) == sorted(
-            ["gen_common.cuh", "exps_abi.h", "exps_runtime.cpp", f"{bk.TINY_KEY}_q0_x0.cu", f"{bk.TINY_KEY}_xinv.cu",
+            ["gen_common.cuh", "exps_abi.h", "exps_runtime.cpp", f"{bk.TINY_KEY}_q0_x0.cu", "exps_xinv.cu",
              f"{bk.TINY_KEY}_abi.cpp"])
         said = "no nvcc to probe with: chunking estimated by the cost model"
         assert (said in p.stderr) == (chunk is None), p.stderr

@@ -90,7 +90,7 @@ def test_tune_probes_one_arch_and_heartbeats(tmp_path: Path) -> None:
     assert len(probes) == len(t["probes"]) and all(
         "-arch=sm_90" in x and "sm_80" not in x and "_qprobe.cu" in x for x in probes), log
     assert sorted(x.split()[-3].rsplit("/", 1)[-1] for x in finals) == [    # its own, the generic inverse's
-        f"{bk.TINY_KEY}_q0_x0.cu", f"{bk.TINY_KEY}_xinv.cu"], log
+        f"{bk.TINY_KEY}_q0_x0.cu", "exps_xinv.cu"], log
     assert [x.split()[-3].rsplit("/", 1)[-1] for x in hosts] == ["exps_runtime.cpp"], log
     assert f"    ... tune {bk.TINY_KEY} (39 Q ops, sm_90): probe 1 of at most 6" in p.stderr, p.stderr
     assert bk.so_files(kit.pk) == {bk.TINY}

@@ -40,7 +40,7 @@ def test_report_json_after_a_build(built) -> None:
                              "failed": 0, "tus": 5, "cache_hits": 3}
     # Tiny's one TU; Shared's two: the chunks its chosen probe compiled, then the expressions (the
     # first TU is the probe's text, an object-cache hit: emit.probed_pays); and each kernel's generic
-    # inverse kernel TU (`<key>_xinv.cu`, one text: compiled for the first kernel, a hit for the other)
+    # inverse kernel TU (`exps_xinv.cu`, one text: compiled for the first kernel, a hit for the other)
     assert rep["wall_s"] > 0 and rep["cpu_s"] > 0
     assert {a["air"]: a["result"] for a in rep["airs"]} == {
         bk.TINY: "placed", bk.SKIPPED: "skipped", bk.SHARED1: "placed", bk.SHARED2: "placed"}

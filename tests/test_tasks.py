@@ -17,6 +17,8 @@ import buildkit as bk
 from buildkit import SHARED1, SHARED2, SHARED_KEY, SKIPPED, SKIPPED_KEY, TINY, TINY_KEY
 from require import requires
 
+from codegen.emit import COMMON_FILES
+
 pytestmark = requires("nvcc")      # tests/require.py: skip, or fail under EXPS_REQUIRE
 PLACED = {TINY, SHARED1, SHARED2}
 
@@ -65,16 +67,16 @@ def test_first_build_exact_outputs_and_compiles(ref):
     tiny, shared = kit.tus(TINY_KEY), kit.tus(SHARED_KEY)
     # a small kernel is one device TU of its own (#15), the generic inverse kernel's TU (both have an
     # expression no hint inverts) and its launch table
-    assert tiny == [f"{TINY_KEY}_abi.cpp", f"{TINY_KEY}_q0_x0.cu", f"{TINY_KEY}_xinv.cu"]
-    assert shared == [f"{SHARED_KEY}_abi.cpp", f"{SHARED_KEY}_q0_x0.cu", f"{SHARED_KEY}_xinv.cu"]
-    assert (kit.build / TINY_KEY / "src" / f"{TINY_KEY}_xinv.cu").read_bytes() == \
-        (kit.build / SHARED_KEY / "src" / f"{SHARED_KEY}_xinv.cu").read_bytes()
+    assert tiny == sorted([f"{TINY_KEY}_abi.cpp", f"{TINY_KEY}_q0_x0.cu", "exps_xinv.cu"])
+    assert shared == sorted([f"{SHARED_KEY}_abi.cpp", f"{SHARED_KEY}_q0_x0.cu", "exps_xinv.cu"])
+    assert (kit.build / TINY_KEY / "src" / "exps_xinv.cu").read_bytes() == \
+        (kit.build / SHARED_KEY / "src" / "exps_xinv.cu").read_bytes()
     c = kit.calls()
     # every device TU compiled once, no duplicate: the generic inverse kernel's, the same text in both
     # kernels, once for both (the other an object-cache hit), and the generic launcher once for both
     # kernels (through the launcher: a launch table never goes through one, actions.compile_kernel)
     [xinv] = [n for n in c.compiles if n.endswith("_xinv.cu")]
-    assert xinv in (f"{TINY_KEY}_xinv.cu", f"{SHARED_KEY}_xinv.cu")
+    assert xinv == "exps_xinv.cu"
     assert sorted(c.compiles) == sorted([f"{TINY_KEY}_q0_x0.cu", f"{SHARED_KEY}_q0_x0.cu", xinv, "exps_runtime.cpp"])
     assert sorted(c.links) == sorted([TINY_KEY, SHARED_KEY, SHARED_KEY])   # two links, one kernel
     assert kit.manifest(SKIPPED_KEY)["files"] == {} and "boundaries" in kit.manifest(SKIPPED_KEY)["skip"]
@@ -217,7 +219,7 @@ def test_doit_emit_writes_sources_only(kit):
     assert kit.calls().n == 0
     assert not any(t.startswith(("cc:", "link:")) for t in executed(p.stdout))
     for k in (TINY_KEY, SHARED_KEY):
-        assert sorted(x.name for x in (kit.build / k / "src").glob(f"{k}_*")) == kit.tus(k)
+        assert sorted(x.name for x in (kit.build / k / "src").iterdir() if x.name not in COMMON_FILES) == kit.tus(k)
         assert not (kit.build / k / "obj").exists() and not (kit.build / k / "objs.json").exists()
     assert not (kit.build / "link").exists()
 
@@ -232,7 +234,7 @@ def test_emit_never_touches_a_built_key(built):
     assert bk.tree(kit.pk) == before
     assert kit.calls().n == 0
     for d in (kit.root / "other", kit.root / "kept"):
-        assert sorted(x.name for x in (d / TINY_KEY / "src").glob(f"{TINY_KEY}_*")) == kit.tus(TINY_KEY)
+        assert sorted(x.name for x in (d / TINY_KEY / "src").iterdir() if x.name not in COMMON_FILES) == kit.tus(TINY_KEY)
         assert not list(d.glob("*/obj"))
     # the build afterwards replaces the stale .so (cc removes it first, link places the new one)
     kit.doit()
@@ -370,7 +372,7 @@ def test_original_tool_flags(kit):
     assert bk.tree(kit.pk) == before and kit.calls().n == 0
     for k in (TINY_KEY, SHARED_KEY):
         files = bk._load(kept / k / "manifest.json")["files"]
-        assert sorted(x.name for x in (kept / k / "src").glob(f"{k}_*")) == sorted(files)
+        assert sorted(x.name for x in (kept / k / "src").iterdir() if x.name not in COMMON_FILES) == sorted(files)
     assert not list(kept.glob("*/obj")) and not (kept / "link").exists()
 
 
@@ -386,9 +388,9 @@ def test_gen_exps_spellings_and_flat_keep_dir(kit):
     kit.build = keep
     bk.assert_all_current(kit)
     flat = sorted(x.name for x in keep.iterdir() if x.is_file() and not x.name.startswith((".", "report.")))
-    assert flat == sorted(["gen.log", "gen_common.cuh", "exps_abi.h", "exps_runtime.cpp"]
+    assert flat == sorted(["gen.log", "gen_common.cuh", "exps_abi.h", "exps_runtime.cpp", "gen_exps_xinv.cu"]
                           + [f"gen_{k}_{t}" for k in (TINY_KEY, SHARED_KEY)
-                             for t in ("q0_x0.cu", "xinv.cu", "abi.cpp")]), flat
+                             for t in ("q0_x0.cu", "abi.cpp")]), flat
     assert (keep / "gen.log").read_text().splitlines() == [
         f"Tiny, {TINY}, {TINY_KEY}, 0",
         f"Shared, {SHARED1}, {SHARED_KEY}, 0",
@@ -435,7 +437,7 @@ def test_whole_sample_first_build_and_noop(ref, tmp_path, monkeypatch):
     # four kernels) and the generic launcher once each (twice when two cc tasks missed it at once)
     device = [t for t in c.compiles if t != "exps_runtime.cpp" and not t.endswith("_xinv.cu")]
     assert sorted(device) == sorted(t for k in keys for t in kit.tus(k) if t.endswith(".cu") and "_xinv" not in t)
-    assert all(f"{k}_xinv.cu" in kit.tus(k) for k in keys)
+    assert all("exps_xinv.cu" in kit.tus(k) for k in keys)
     assert 1 <= sum(t.endswith("_xinv.cu") for t in c.compiles) <= 2
     assert 1 <= c.compiles.count("exps_runtime.cpp") <= 2
     assert sorted(c.links) == sorted(bk.KEY_OF[r] for r in placed)
