@@ -298,7 +298,7 @@ def test_chosen_probe_is_ccs_first_device_tu(tmp_path, monkeypatch):
                   launcher=[str(launcher)])
     assert json.loads((tmp_path / "k" / "objs.json").read_text())["hits"] == 1
     assert sorted(x.split()[-3].rsplit("/", 1)[-1] for x in log.read_text().splitlines()) == [
-        "exps_runtime.cpp", "sh_x0.cu", "exps_xinv.cu"]
+        "exps_runtime.cpp", "exps_xinv.cu", "sh_x0.cu"]
 
 
 @needs_nvcc

@@ -118,7 +118,7 @@ def test_file_names_chunked_large() -> None:
     assert n == 5394 and ks.plan.n_chunks == 22
     files = render_parts(ks)
     # 15 chunks of 256 ops (3840 <= TU_OPS 4000) per TU: chunks 0-14, 15-21
-    assert sorted(files) == ["k_large_q0.cu", "k_large_q1.cu", "k_large_x0.cu", "exps_xinv.cu"]
+    assert sorted(files) == ["exps_xinv.cu", "k_large_q0.cu", "k_large_q1.cu", "k_large_x0.cu"]
     # packed: q0 alone (3840 ops); q1 (1554 ops) and the expressions (their ops + STORE_OPS each);
     # the generic inverse kernel alone, last
     assert 1554 + sum(len(x.ir.ops) + STORE_OPS for x in ks.exprs) <= TU_OPS

@@ -195,8 +195,9 @@ def test_disk_full_leaves_no_partial_file(ref, tmp_path, monkeypatch, caplog, ta
     assert bk.so_files(kit.pk) == {SHARED1, SHARED2}
     assert_clean_key(kit)
     assert bk.leftovers(kit.cache) == []
-    if target == ".o":   # no object of Tiny published, none cached
-        assert list(kit.build.glob(f"{TINY_KEY}/obj/*")) == []
+    if target == ".o":   # no object of Tiny's own published, none cached (the generic inverse kernel's,
+        # exps_xinv.o, no key in its name, is not a target of the fault: written whole, or not at all)
+        assert list(kit.build.glob(f"{TINY_KEY}/obj/{TINY_KEY}_*")) == []
     monkeypatch.setattr(codegen.build.fsutil, "os", os)
     kit.reset_log()
     kit.doit()                                         # space again: the next build completes
