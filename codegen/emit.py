@@ -39,12 +39,11 @@ STORE_OPS = 100
 #: what one more nvcc run costs, in Q ops compiled: ~0.25 s CPU for a TU of no work (the
 #: preprocessing of gen_common.cuh and cuda_runtime.h, cicc's start) vs ~7 ms per Q op (issue #15)
 TU_FIXED_OPS = 40
-#: the suffix of the generic inverse kernel's device TU, `XINV_TU` (`generic_inverse_tu`): a part
-#: that `pack` never joins with another, its text the same in every kernel that has it
-XINV = "_xinv.cu"
-#: its name: the same in every kernel too (no key), so that a compiler launcher, whose cache keys the
-#: command line (`src/<tu>`), also finds it compiled by any other kernel of any machine
-XINV_TU = "exps" + XINV
+#: the generic inverse kernel's device TU (`generic_inverse_tu`): a part that `pack` never joins with
+#: another, its text the same in every kernel that has it, and its name too (no key), so that a
+#: compiler launcher, whose cache keys the command line (`src/<tu>`), also finds it compiled by any
+#: other kernel of any machine
+XINV_TU = "exps_xinv.cu"
 
 OP_C = {
     ("add", "11"): "gl_add({a}, {b})",
@@ -602,10 +601,10 @@ def render_abi(ks: KernelSource, tu_ops: int = TU_OPS) -> str:
 def _pack_groups(names: list[str], weights: dict[str, int], tu_ops: int) -> list[list[str]]:
     groups: list[list[str]] = []
     tot = 0
-    alone = False       # the last group is the generic inverse kernel's (`XINV`): never joined
+    alone = False       # the last group is the generic inverse kernel's (`XINV_TU`): never joined
     for n in names:
         w = weights.get(n, 0)
-        if n.endswith(XINV):
+        if n == XINV_TU:
             groups.append([n])
             alone = True
             continue

@@ -249,10 +249,10 @@ def test_no_generic_inverse_tu_when_every_expression_has_its_own() -> None:
 def test_pack_never_joins_the_generic_inverse_part() -> None:
     """`pack` keeps `exps_xinv.cu` a TU of its own, weighed or not (a part of weight 0 otherwise
     joins the TU before it), and starts a new TU after it."""
-    parts = {"k_q0.cu": "a", "k_x0.cu": "b", "k_xinv.cu": "c", "k_x1.cu": "d"}
+    parts = {"k_q0.cu": "a", "k_x0.cu": "b", "exps_xinv.cu": "c", "k_x1.cu": "d"}
     assert pack("k", parts, {"k_q0.cu": 1, "k_x0.cu": 1, "k_x1.cu": 1}) == {
-        "k_q0_x0.cu": "ab", "k_xinv.cu": "c", "k_x1.cu": "d"}
-    assert pack("k", parts, {"k_xinv.cu": 0}) == {"k_q0_x0.cu": "ab", "k_xinv.cu": "c", "k_x1.cu": "d"}
+        "k_q0_x0.cu": "ab", "exps_xinv.cu": "c", "k_x1.cu": "d"}
+    assert pack("k", parts, {"exps_xinv.cu": 0}) == {"k_q0_x0.cu": "ab", "exps_xinv.cu": "c", "k_x1.cu": "d"}
 
 
 def test_generic_inverse_tu_with_probed_chunks() -> None:

@@ -31,7 +31,7 @@ from codegen.build.autotune import (MAX_PROBES, MAX_REGS, TuneResult, candidate_
                                      estimated_regs, first_probe, tune, tune_arch)
 from codegen.build.cache import ObjectCache, atomic_write
 from codegen.build.heartbeat import Heartbeat
-from codegen.emit import (COMMON_FILES, Q_KERNEL_RE, RUNTIME, TEMPLATES, TU_OPS, XINV, KernelSource, device_tus,
+from codegen.emit import (COMMON_FILES, Q_KERNEL_RE, RUNTIME, TEMPLATES, TU_OPS, XINV_TU, KernelSource, device_tus,
                           probed_pays, render, render_probe, source_hash, tu_kernels)
 from codegen.coverage import CAP, EXPR_CAP, SLOTS_CAP, Coverage, cover, coverage_from_json, coverage_to_json
 from codegen.ir import KernelIR
@@ -332,7 +332,7 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
             if content is not None and settings is not None and archs == [arch] and len(q.ops) <= TU_OPS:
                 c0, sure = first_probe(q, candidate_plans(q, slots_cap)[0])
                 files = render(KernelSource(key, q, plan(q, c0), cov.exprs, source_hash(content, settings)))
-                tus = [n for n in device_tus(files) if not n.endswith(XINV)]
+                tus = [n for n in device_tus(files) if n != XINV_TU]
                 final = (c0, {tus[0]: files[tus[0]]}) if sure and len(tus) == 1 else None
             n_probed = [0]
             with Heartbeat(f"tune {key} ({len(q.ops)} Q ops, sm_{arch})") as hb:
