@@ -271,9 +271,13 @@ def test_chosen_probe_is_ccs_first_device_tu(tmp_path, monkeypatch):
     """Issue #15: Shared (154 Q ops) probes three plans, each compiled as cc compiles (`-c -fatbin`,
     sm_90 the only target); the chosen one is not the first probe, so its chunks (`probed` in
     tune.json) become a device TU of their own with the probe's text: cc takes it from the object
-    cache and compiles only the expressions' TU (and the generic inverse kernel's: this cache is cold)."""
+    cache and compiles only the expressions' TU (and the generic inverse kernel's: this cache is cold).
+    With no spill slack: Shared's single kernel, its first probe, stores 8 B (with the slack it is
+    the choice, test_a_spill_within_the_slack_is_no_spill)."""
+    from codegen.build import actions
     from codegen.build.actions import act_cc, act_emit
     from codegen.emit import probed_pays, render_probe
+    monkeypatch.setattr(actions, "SPILL_SLACK_BYTES", 0)
     monkeypatch.setenv("EXPS_CACHE_DIR", str(tmp_path / "cache"))
     shared = SAMPLE / "Rec/airs/Shared/recursive1/Shared"
     launcher, log = _counting_launcher(tmp_path)
@@ -414,3 +418,53 @@ def test_large_plans_probe_device_code_of_representatives_only(tmp_path) -> None
     files = render(ks)
     assert files["k_q0.cu"] == render_probe(ks, t["probed"])["k_qprobe.cu"]
     assert sorted(files)[1:] and all(n not in files for n in ("k_q0_x0.cu", "k_q0_q1.cu"))
+
+
+def _report(**stores_loads: tuple[int, int]) -> dict:
+    """A ptxas report (toolchain.parse_report's shape) of Q chunk kernels named by chunk index."""
+    return {f"_Z24k{'0' * 16}_q_c{c[1:]}_kPK11StepsParams": {"90": {"registers": 64, "spill_stores": st,
+                                                                   "spill_loads": ld}}
+            for c, (st, ld) in stores_loads.items()}
+
+
+def test_chunk_stats_counts_spills_above_the_slack_only():
+    """A Q kernel that stores at most SPILL_SLACK_BYTES (8) counts as not spilling; one that stores
+    more counts with all its stores and loads; the kernels of other names never count."""
+    from codegen.build.actions import chunk_stats
+    assert at.SPILL_SLACK_BYTES == 8
+    pl = plan(q_of(TINY), 16)
+    assert pl.n_chunks >= 3
+    assert chunk_stats("t", pl, [_report(c0=(4, 4), c1=(8, 16))]) == ([64, 64] + [0] * (pl.n_chunks - 2), 0)
+    assert chunk_stats("t", pl, [_report(c0=(4, 4), c1=(12, 20))])[1] == 32
+    assert chunk_stats("t", pl, [_report(c0=(9, 9)), _report(c2=(0, 0))])[1] == 18
+    other = {"_Z9exps_x_inv_kPK11StepsParams": {"90": {"registers": 40, "spill_stores": 100, "spill_loads": 100}}}
+    assert chunk_stats("t", pl, [other]) == ([0] * pl.n_chunks, 0)
+
+
+MRC2 = ROOT.parent / "shared/pk/range_check/provingKey/range_check/MultiRangeCheck2/airs/MultiRangeCheck2/air/MultiRangeCheck2"
+
+
+@needs_nvcc
+@requires("pk")
+def test_a_spill_within_the_slack_is_no_spill(tmp_path, monkeypatch):
+    """Session 11: MultiRangeCheck2's single Q kernel (42 ops) is 80 registers with one word stored
+    and reloaded per row, ptxas's own trade for 3 blocks per SM (nvcc 13, sm_90). Within the slack
+    the tune keeps it one kernel (1.21x faster on the H200 than the two chunks it was cut into);
+    with no slack the same probe spills and the plan is chunked."""
+    from codegen.build import actions
+    monkeypatch.setenv("EXPS_CACHE_DIR", str(tmp_path / "cache"))
+    ir_json = tmp_path / "ir.json"
+    act_ir("m", f"{MRC2}.starkinfo.json", f"{MRC2}.expressionsinfo.json", str(ir_json), [])
+
+    def tuned(slack: int, name: str) -> dict:
+        monkeypatch.setattr(actions, "SPILL_SLACK_BYTES", slack)
+        out = tmp_path / name
+        assert act_tune("m", str(ir_json), str(out), str(tmp_path / f"probe-{name}"), [90], None)
+        return json.loads(out.read_text())
+
+    strict, slack = tuned(0, "strict.json"), tuned(8, "slack.json")
+    single = [p for p in strict["probes"] if p["ops_per_chunk"] == 0]
+    assert single and single[0]["spills"] > 0 and single[0]["cost"] is None, strict
+    assert strict["ops_per_chunk"] != 0, strict
+    assert slack["ops_per_chunk"] == 0 and slack["probes"][0]["ops_per_chunk"] == 0, slack
+    assert slack["probes"][0]["spills"] == 0 and slack["probes"][0]["regs"] == single[0]["regs"], slack

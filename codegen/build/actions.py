@@ -27,8 +27,8 @@ from pathlib import Path
 
 from codegen import EMITTER_VERSION
 from codegen.build import prelude, toolchain
-from codegen.build.autotune import (MAX_PROBES, MAX_REGS, TuneResult, candidate_plans, estimated_choice,
-                                     estimated_regs, first_probe, tune, tune_arch)
+from codegen.build.autotune import (MAX_PROBES, MAX_REGS, SPILL_SLACK_BYTES, TuneResult, candidate_plans,
+                                     estimated_choice, estimated_regs, first_probe, tune, tune_arch)
 from codegen.build.cache import ObjectCache, atomic_write
 from codegen.build.heartbeat import Heartbeat
 from codegen.emit import (COMMON_FILES, Q_KERNEL_RE, RUNTIME, TEMPLATES, TU_OPS, XINV_TU, KernelSource, device_tus,
@@ -234,9 +234,11 @@ def compile_kernel(src: Path, files: list[str], kernels: dict[str, list[str]], o
 
 
 def chunk_stats(key: str, pl: Plan, reports: list[dict]) -> tuple[list[int], int]:
-    """Per chunk kernel: max registers over archs; total spill bytes of the Q kernels. `reports`
-    are those of kernel `key`'s TUs (or probes): its Q chunk kernels are the names of the form
-    `emit.Q_KERNEL_RE` (their digest is of their content, not of `key`)."""
+    """Per chunk kernel: max registers over archs; total spill bytes of the Q kernels that spill
+    (store more than `autotune.SPILL_SLACK_BYTES` on an arch: below that, ptxas's own trade of a
+    word for occupancy, which the tune counts as none). `reports` are those of kernel `key`'s TUs
+    (or probes): its Q chunk kernels are the names of the form `emit.Q_KERNEL_RE` (their digest is
+    of their content, not of `key`)."""
     regs = [0] * pl.n_chunks
     spills = 0
     for rep in reports:
@@ -246,7 +248,9 @@ def chunk_stats(key: str, pl: Plan, reports: list[dict]) -> tuple[list[int], int
                 c = int(m[1])
                 for st in per_arch.values():
                     regs[c] = max(regs[c], int(st.get("registers", 0)))
-                    spills += int(st.get("spill_stores", 0)) + int(st.get("spill_loads", 0))
+                    stores = int(st.get("spill_stores", 0))
+                    if stores > SPILL_SLACK_BYTES:
+                        spills += stores + int(st.get("spill_loads", 0))
     return regs, spills
 
 
