@@ -39,11 +39,12 @@ log = logging.getLogger("exps_codegen")
 FLOOR = 32          # smallest chunk tried; spilling there skips the AIR
 #: Spill stores (bytes, per Q kernel and arch, ptxas report) that still count as no spill. ptxas
 #: itself trades a word or two of spill for a register count that fits one more block per SM: the
-#: single Q kernel of ../shared/pk's MultiRangeCheck2 (42 ops after the passes) is 80 registers, 3
-#: blocks of 256 per SM, one word stored and reloaded per row (4 B; -maxrregcount does not change
-#: it), the sample's Shared 128 registers with 8 B. Taken as spilling, they were cut into two
-#: chunk kernels; as one kernel they ran 1.21x and 1.03x faster on the H200, 1.71x and 1.09x at the
-#: prover's scratch (docs/BENCHMARKS.md "Session 11"). Above it a spill rules the plan out.
+#: single Q kernel of ../shared/pk's MultiRangeCheck2 (42 ops, 32 after the passes) is 80
+#: registers, 3 blocks of 256 per SM, one word stored and reloaded per row (4 B; -maxrregcount
+#: does not change it); the sample's Shared 128 registers, 8 B stored and reloaded. Taken as
+#: spilling, they were cut into two chunk kernels; as one kernel they ran 1.21x and 1.03x faster
+#: on the H200, 1.71x and 1.09x at the prover's scratch (docs/BENCHMARKS.md "Session 11"). Above
+#: it a spill rules the plan out.
 SPILL_SLACK_BYTES = 8
 MAX_REGS = 255
 REG_BASE, REG_PER_OP = 32.0, 0.45
