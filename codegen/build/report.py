@@ -14,9 +14,11 @@ report.json, format 1:
                   "chunks": int, "slots": int, "min_scratch": int,
                   "chunking": {"how": "probed" | "fixed" | "estimated", "arch": int | null,
                                "ops_per_chunk": int},
-                  "probes": [{"ops_per_chunk", "n_chunks", "slots", "regs": [int], "spills",
+                  "probes": [{"ops_per_chunk", "n_chunks", "slots", "regs": [int],
+                              "spills" (bytes of the Q kernels that store more than
+                              autotune.SPILL_SLACK_BYTES: the spills that rule the plan out),
                               "cost": float | null, "estimated": bool}],
-                  "regs_per_chunk": [int], "spill_bytes": int,
+                  "regs_per_chunk": [int], "spill_bytes": int (ptxas's, every function),
                   "tus": int (device TUs), "cache_hits": int (of them from the object cache),
                   "compiled": bool,
                   "stage_seconds": {"ir", "tune", "emit", "cc": float}, "skip": str}]}
@@ -178,7 +180,7 @@ translation units from the object cache. Emitter {html.escape(rep['emitter_versi
 <h2>AIRs</h2>{_table(["AIR", "kernel", "result", "s", "reason"], air_rows)}
 <h2>Kernels</h2>{_table(["kernel", "Q ops", "max live words", "chunks", "slots", "exprs", "not cov.", "chunking", "probes",
                          "max regs", "spill B", "cache hits", "stage seconds", "skip"], k_rows)}
-<h2>Autotune probes</h2>{_table(["kernel", "ops/chunk", "kernels", "slots", "max regs", "spill B",
+<h2>Autotune probes</h2>{_table(["kernel", "ops/chunk", "kernels", "slots", "max regs", "spill B (ruling out)",
                                   "model cost", "chosen"], probe_rows)}
 <h2>Plots</h2>
 {_bars("build seconds per kernel (this run)", kernel_time, "s")}
