@@ -11,11 +11,9 @@
 // Result (session 11, docs/BENCHMARKS.md): the same rate in these loops (1.001x, 0.996x) and slower
 // in real kernels (Q 0.96x, expressions 0.96x: a longer carry chain on the critical path); rejected.
 // nvcc -O3 -arch=sm_90 -std=c++17 -DGL64_PARTIALLY_REDUCED -I templates bench/fma_pipe.cu -o /tmp/f && /tmp/f
-#include "gen_common.cuh"
-#include <algorithm>
+#include "m33_bench.cuh"
 #include <cstdio>
 #include <random>
-#include <vector>
 
 __device__ __forceinline__ uint64_t gl_mul_e4(uint64_t a, uint64_t b) {
     uint64_t r;
@@ -96,6 +94,10 @@ template <int E> __device__ __forceinline__ gl3 mul33_add(gl3 a, gl3 b, gl3 c) {
     return gl3_acc_red(gl3_acc_addw(x, c));
 }
 
+template <int E> struct M33 {
+    static __device__ __forceinline__ gl3 f(gl3 a, gl3 b, gl3 c) { return mul33_add<E>(a, b, c); }
+};
+
 template <int K> __device__ __forceinline__ uint32_t prim(uint32_t x, uint32_t y) {
     uint32_t r;
     if (K == 0) asm volatile("add.u32 %0, %1, %2;" : "=r"(r) : "r"(x), "r"(y));
@@ -125,32 +127,9 @@ template <int E> __global__ void mul_loop(const uint64_t* in, uint64_t* out, int
     for (int j = 0; j < 8; ++j) s ^= x[j];
     out[i] = s;
 }
-template <int E> __global__ void m33_loop(const gl3* in, gl3* out, int iters) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    gl3 x0 = in[4*i], x1 = in[4*i+1], x2 = in[4*i+2], x3 = in[4*i+3];
-    gl3 y0 = x3, y1 = x2, y2 = x1, y3 = x0;
-    gl3 z = gl3_make(gl_add(x0.v0, 7), x1.v1, x2.v2);
-    for (int k = 0; k < iters; ++k) {
-        gl3 n0 = mul33_add<E>(x0, y0, z), n1 = mul33_add<E>(x1, y1, z), n2 = mul33_add<E>(x2, y2, z), n3 = mul33_add<E>(x3, y3, z);
-        y0 = x0; y1 = x1; y2 = x2; y3 = x3; x0 = n0; x1 = n1; x2 = n2; x3 = n3;
-    }
-    out[i] = gl3_add(gl3_add(x0, x1), gl3_add(x2, x3));
-}
 template <int E> __global__ void mul_one(const uint64_t* a, const uint64_t* b, uint64_t* o, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) o[i] = mulx<E>(a[i], b[i]);
 }
-template <int E> __global__ void m33_one(const gl3* a, const gl3* b, const gl3* c, gl3* o, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) { gl3 r = mul33_add<E>(a[i], b[i], c[i]); o[i] = gl3_make(gl_canon(r.v0), gl_canon(r.v1), gl_canon(r.v2)); }
-}
-
-template <typename F> float median_ms(F launch) {
-    cudaEvent_t s, t; cudaEventCreate(&s); cudaEventCreate(&t); std::vector<float> ms;
-    launch();
-    for (int r = 0; r < 7; ++r) { cudaEventRecord(s); launch(); cudaEventRecord(t); cudaEventSynchronize(t); float m; cudaEventElapsedTime(&m, s, t); ms.push_back(m); }
-    std::sort(ms.begin(), ms.end()); return ms[3];
-}
-
 int main() {
     const uint64_t P = 0xFFFFFFFF00000001ull;
     std::vector<uint64_t> edge = {0,1,2,3,5,0xFFFFFFFEull,0xFFFFFFFFull,0x100000000ull,0x100000001ull,P-2,P-1,P,P+1,P+2,~0ull,~0ull-1,
@@ -170,7 +149,7 @@ int main() {
     cudaMemcpy(r0.data(), o0, sz, cudaMemcpyDeviceToHost); cudaMemcpy(r1.data(), o1, sz, cudaMemcpyDeviceToHost);
     long bad = 0; for (int i = 0; i < 3 * n; ++i) bad += r0[i] != r1[i];
     printf("gl_mul_e4 vs gl_mul: %d pairs (%d edge pairs), %ld differing words\n", 3 * n, e * e, bad);
-    m33_one<0><<<n / 256, 256>>>((gl3*)da, (gl3*)db, (gl3*)dc, (gl3*)o0, n); m33_one<1><<<n / 256, 256>>>((gl3*)da, (gl3*)db, (gl3*)dc, (gl3*)o1, n);
+    m33_once<M33<0>><<<n / 256, 256>>>((gl3*)da, (gl3*)db, (gl3*)dc, (gl3*)o0, n); m33_once<M33<1>><<<n / 256, 256>>>((gl3*)da, (gl3*)db, (gl3*)dc, (gl3*)o1, n);
     cudaMemcpy(r0.data(), o0, sz, cudaMemcpyDeviceToHost); cudaMemcpy(r1.data(), o1, sz, cudaMemcpyDeviceToHost);
     bad = 0; for (int i = 0; i < 3 * n; ++i) bad += r0[i] != r1[i];
     printf("3x3 value product with gl_acc_mul_e4 vs gl_acc_mul: %d triples, %ld differing canonical words\n", n, bad);
@@ -184,7 +163,7 @@ int main() {
                                         thr * it * 64 / pm[j] / 1e6 / 32, thr * it * 64 / (pm[j] * 1e-3) / 132 / 1.98e9);
     float m0 = median_ms([&] { mul_loop<0><<<blocks, threads>>>(da, o0, it); }), m1 = median_ms([&] { mul_loop<1><<<blocks, threads>>>(da, o0, it); });
     printf("gl_mul    %.3f ms %.0f G mults/s\ngl_mul_e4 %.3f ms %.0f G mults/s (%.3fx)\n", m0, thr * it * 8 / m0 / 1e6, m1, thr * it * 8 / m1 / 1e6, m0 / m1);
-    float q0 = median_ms([&] { m33_loop<0><<<blocks, threads>>>((gl3*)da, (gl3*)o0, it / 2); }), q1 = median_ms([&] { m33_loop<1><<<blocks, threads>>>((gl3*)da, (gl3*)o0, it / 2); });
+    float q0 = median_ms([&] { m33_chain<M33<0>><<<blocks, threads>>>((gl3*)da, (gl3*)o0, it / 2); }), q1 = median_ms([&] { m33_chain<M33<1>><<<blocks, threads>>>((gl3*)da, (gl3*)o0, it / 2); });
     printf("3x3+add (gl_acc_mul)    %.3f ms %.0f G base mults/s (6 per product)\n3x3+add (gl_acc_mul_e4) %.3f ms %.0f G (%.3fx)\n",
            q0, thr * it / 2 * 4 * 6 / q0 / 1e6, q1, thr * it / 2 * 4 * 6 / q1 / 1e6, q0 / q1);
     printf("%s\n", cudaGetErrorString(cudaGetLastError()));
