@@ -6,20 +6,23 @@ The plain host check (tests/test_hostcheck.py) runs both paths: its inputs give 
 whose zerofier-inverse word is 0 or p, and there the production words are often p, not 0. Here:
 every Q of the sample and ../shared/pk with EVERY row through the exact program
 (-DEXPS_FORCE_EXACT) against the oracle, so each op of each program is checked, not only the last
-one (Q = x * zi); the program's layout; and mutants of each part, which these checks catch."""
+one (Q = x * zi); the program's layout; the rule that picks the path (exps_fast_ok) at its edges,
+on chosen words (small values in their other encoding, v + p), with the mutants of that rule it
+catches; and mutants of each part, which these checks catch."""
 from __future__ import annotations
 
 import json
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from codegen.check import hostcheck
 from codegen.check.hostcheck import check_kernel
 from codegen.coverage import cover
 from codegen.discover import discover, kernels
-from codegen.emit import render
+from codegen.emit import KernelSource, render
 from codegen.ir import KernelIR, Leaf, Op, Val
 from codegen.model import load_air
 from codegen.plan import plan
@@ -27,6 +30,7 @@ from codegen.program import ADD, COPY, KINDS, MUL, NEG, SUB, exact_program
 from require import PK, pk_params, requires
 
 ROOT = Path(__file__).resolve().parent.parent
+needs_gxx = requires("gxx")      # tests/require.py: skip, or fail under EXPS_REQUIRE
 SAMPLE = ROOT / "provingkey-sample"
 
 
@@ -143,3 +147,122 @@ def test_program_refuses_what_it_cannot_load() -> None:
     ir = KernelIR(1, True, (Op("add", "11", Leaf("number", 1, value=1 << 64), Leaf("number", 1, value=1), 1),))
     with pytest.raises(ValueError, match="out of range"):
         exact_program(ir, plan(ir, 0))
+
+
+# ------------------------------------------------- the rule that decides the path, at its edges
+# A Q kernel stores canon(v) where every component of its value-path result is >= EPS and runs the
+# exact program elsewhere (templates/gen_common.cuh exps_fast_ok). A component below EPS has two
+# encodings, and the production word may be the other one (v + p): storing canon(v) there is a
+# wrong word. Random inputs almost never give such a Q (2^-32 a component), so the checks above,
+# which compare whole kernels on the input mix, pass with the rule broken at its edges (found by
+# mutating it: `>= 2`, `>= EPS - 1`, one component unchecked). Here a Q whose words are chosen:
+# Q = x * y + c with x = 0 on the chosen rows makes the production word exactly c (canon(0) + c).
+P_ = 0xFFFFFFFF00000001
+EPS_ = 0xFFFFFFFF
+SI_EDGE = {
+    "name": "Edge", "airgroupId": 0, "airId": 0, "nStages": 1,
+    "starkStruct": {"nBits": 3, "nBitsExt": 4},
+    "cmPolsMap": [{"stage": 1, "dim": 1, "stagePos": i} for i in range(9)],
+    "mapSectionsN": {"const": 0, "cm1": 9},
+    "openingPoints": [0], "boundaries": [{"name": "everyRow"}], "nConstants": 0, "nPublics": 0,
+    "challengesMap": [], "evMap": [], "airValuesMap": [], "airgroupValuesMap": [], "proofValuesMap": [],
+    "cExpId": 0, "qDim": 3,
+}
+EDGE_N_EXT = 1024
+
+
+def _edge_q() -> KernelIR:
+    x, y, c = (Leaf("cm", 3, stage=1, col=k) for k in (0, 3, 6))
+    return KernelIR(0, True, (Op("mul", "33", x, y, 3), Op("add", "33", Val(0, 3), c, 3)))
+
+
+def _edge_rows(rng) -> list[tuple[int, int, int]]:
+    """The chosen c words: small values in their non-canonical encoding (v + p) in every
+    component and in each one alone beside large ones, EPS - 1 + p, EPS itself, small canonical
+    values, both zeros."""
+    big = lambda: int(rng.integers(EPS_, P_, dtype=np.uint64))   # a value >= EPS, canonical
+    rows = [(P_ + v, P_ + v, P_ + v) for v in (2, 3, 5, 1000, 1 << 31, EPS_ - 2, EPS_ - 1)]
+    for v in (0, 2, 7, EPS_ - 1):
+        for k in range(3):
+            rows += [tuple(P_ + v if j == k else big() for j in range(3)) for _ in range(4)]
+    for k in range(3):
+        rows += [tuple(EPS_ if j == k else big() for j in range(3)) for _ in range(4)]
+    rows += [(5, 6, 7), (0, 0, 0), (P_, P_, P_), (EPS_, EPS_, EPS_), (EPS_ + 1, EPS_, P_ - 1)]
+    return rows
+
+
+@pytest.fixture(scope="module")
+def edge():
+    """The Q above, its sources, and inputs: uniform / mixed rows, then the chosen rows (x = 0)."""
+    from codegen.check import gl64
+    from codegen.model import parse_starkinfo
+    si = parse_starkinfo(SI_EDGE, "edge.starkinfo.json")
+    ir = _edge_q()
+    ks = KernelSource("edge", ir, plan(ir, 0), [], "0123456789abcdef" * 4)
+    files = render(ks)
+    rng = np.random.default_rng(3)
+    buf = hostcheck.make_buffers(si, EDGE_N_EXT, 8, rng)
+    cols = buf.aux[buf.off_ext[1]: buf.off_ext[1] + 9 * EDGE_N_EXT].reshape(9, EDGE_N_EXT)
+    rows = _edge_rows(rng)
+    start = EDGE_N_EXT - len(rows)
+    for i, c in enumerate(rows):
+        r = start + i
+        cols[0:3, r] = (0, P_, 0) if i % 2 else (0, 0, 0)       # x = 0 (one component as p)
+        cols[6:9, r] = c
+    want = np.array(gl64.add3(gl64.mul33(tuple(cols[0:3]), tuple(cols[3:6])), tuple(cols[6:9])),
+                    dtype=np.uint64)
+    return si, ks, files, buf, want, start
+
+
+def _run_edge(edge, files) -> np.ndarray:
+    si, ks, _, buf, _, _ = edge
+    with tempfile.TemporaryDirectory(prefix="exps-edge-") as d:
+        lib = hostcheck._load(hostcheck.build_host_library(files, Path(d)))
+        mem = hostcheck.HostMem()
+        steps = buf.bind(mem)
+        q = mem.put(np.full(3 * EDGE_N_EXT, hostcheck.POISON, dtype=np.uint64))
+        lib.exps_launch(steps, mem.ptr(q), 0, 0, EDGE_N_EXT, buf.off_ext[1], 0, 0, buf.off_zi, None)
+        mem.sync()
+        return mem.get(q).reshape(3, EDGE_N_EXT).copy()
+
+
+@needs_gxx
+def test_value_path_stores_the_production_word_at_the_edges_of_its_rule(edge) -> None:
+    si, ks, files, buf, want, start = edge
+    text = "".join(t for n, t in files.items() if n.endswith(".cu"))
+    assert "exps_fast_ok(r, 3)" in text and ("gl3_mul_v(" in text or "gl3_acc_mul(" in text)
+    # the chosen rows hold what the rule is about (the oracle's words, not the kernel's)
+    w = want[:, start:]
+    v = np.where(w >= P_, w - P_, w)
+    small_other = (v < EPS_) & (w >= P_)
+    assert small_other.all(axis=0).sum() >= 7                             # every component
+    for k in range(3):                                                    # one component alone
+        alone = small_other[k] & np.delete(v >= EPS_, k, axis=0).all(axis=0)
+        assert alone.sum() >= 16 and (alone & (v[k] >= 2)).any() and (alone & (v[k] == EPS_ - 1)).any(), k
+    assert ((v == EPS_) & (w == EPS_)).any(axis=0).sum() >= 12
+    assert ((want >= EPS_) & (want < P_)).all(axis=0)[:start].sum() > start // 4   # the fast path's rows
+    assert np.array_equal(_run_edge(edge, files), want)
+
+
+#: exps_fast_ok broken at its edges (each passed every other check of the suite)
+FAST_OK_MUTANTS = {
+    "from 2": "return gl_canon(r.v0) >= 2 && (dim == 1 || (gl_canon(r.v1) >= 2 && gl_canon(r.v2) >= 2));",
+    "from EPS - 1": "return gl_canon(r.v0) >= EXPS_EPS - 1 && (dim == 1 || (gl_canon(r.v1) >= EXPS_EPS - 1 "
+                    "&& gl_canon(r.v2) >= EXPS_EPS - 1));",
+    "v0 unchecked": "return dim == 1 || (gl_canon(r.v1) >= EXPS_EPS && gl_canon(r.v2) >= EXPS_EPS);",
+    "v1 unchecked": "return gl_canon(r.v0) >= EXPS_EPS && (dim == 1 || gl_canon(r.v2) >= EXPS_EPS);",
+    "v2 unchecked": "return gl_canon(r.v0) >= EXPS_EPS && (dim == 1 || gl_canon(r.v1) >= EXPS_EPS);",
+}
+
+
+@needs_gxx
+@pytest.mark.parametrize("mutant", sorted(FAST_OK_MUTANTS))
+def test_the_edge_check_catches_a_wrong_rule(edge, mutant: str) -> None:
+    _, _, files, _, want, start = edge
+    include = '#include "gen_common.cuh"\n'
+    [name] = [n for n, t in files.items() if "exps_fast_ok(" in t and include in t]
+    head, body = files[name].split(include, 1)
+    m = f"EXPS_HD int exps_fast_ok_m(gl3 r, int dim) {{ {FAST_OK_MUTANTS[mutant]} }}\n"
+    got = _run_edge(edge, {**files, name: head + include + m + body.replace("exps_fast_ok(", "exps_fast_ok_m(")})
+    bad = np.flatnonzero((got != want).any(axis=0))
+    assert (bad >= start).any(), (mutant, bad[:8])     # the chosen rows catch it, whatever the mix does
