@@ -3,7 +3,8 @@
 doit keeps which stages are up to date in a dbm file that it writes once, when a run ends. Two
 ways that write goes wrong, and what we do:
 
-- **it fails** (disk full, read-only or vanished build dir): doit would print a traceback and
+- **it fails** (disk full, read-only or vanished build dir; with dbm.sqlite3, Python 3.13's
+  default, a full disk is sqlite's SQLITE_FULL, said as a full disk too): doit would print a traceback and
   leave a half-written file. :func:`guard` wraps the save: on failure the file is removed
   (no state is always safe: the next build checks every stage again, the objects come from the
   cache) and :func:`save_error` holds one line that the reporter prints; the build exits 1.
@@ -78,6 +79,9 @@ def guard(dep_manager) -> None:
             remove(dep_file)
             why = (f"[Errno {e.errno}] {e.strerror}" if isinstance(e, OSError) and e.errno
                    else " ".join(str(e).split()))      # dbm's own file name (bytes) left out
+            # dbm.sqlite3 (Python 3.13's default) raises its OSError, no errno, from sqlite's error
+            if "SQLITE_FULL" in {getattr(x, "sqlite_errorname", "") for x in (e, e.__cause__, e.__context__)}:
+                why = f"No space left on device ({why})"
             _save_error = (f"could not save the build state {dep_file}: {why}; "
                            f"removed, so the next build checks every stage again")
 
