@@ -356,6 +356,45 @@ def test_build_state_save_fails_one_line_exit_1_next_build_redoes(env: Env, warm
     assert rc == 0 and "4 AIRs up to date (3 .so placed, 1 skipped); nothing to do" in out, out
 
 
+def test_a_full_disk_under_dbm_sqlite3_is_said_as_a_full_disk(tmp_path: Path) -> None:
+    """dbm.sqlite3 (Python 3.13's default) raises an OSError without errno from sqlite's
+    SQLITE_FULL: the save's line says what the other backends' ENOSPC says; another sqlite error
+    keeps its own words. Any Python: the errors are made here as that module makes them."""
+    import sqlite3
+
+    from codegen.build import statedb
+
+    def sqlite_error(name: str, msg: str) -> OSError:
+        e = sqlite3.OperationalError(msg)
+        e.sqlite_errorname = name
+        try:
+            raise e
+        except sqlite3.Error as exc:
+            try:
+                raise OSError(str(exc))          # dbm.sqlite3's `raise error(str(exc))`
+            except OSError as wrapped:
+                return wrapped
+
+    for err, why in [(sqlite_error("SQLITE_FULL", "database or disk is full"),
+                      "No space left on device (database or disk is full)"),
+                     (sqlite_error("SQLITE_READONLY", "attempt to write a readonly database"),
+                      "attempt to write a readonly database")]:
+        (tmp_path / ".doit.db").write_bytes(b"x")
+
+        class Backend:
+            name = str(tmp_path / ".doit.db")
+
+            def dump(self, err=err):
+                raise err
+
+        dm = type("DM", (), {"backend": Backend()})()
+        statedb.guard(dm)
+        dm.backend.dump()
+        assert statedb.save_error() == (f"could not save the build state {tmp_path / '.doit.db'}: {why}; "
+                                        f"removed, so the next build checks every stage again")
+        assert not (tmp_path / ".doit.db").exists()
+
+
 def _mid_line(data: bytes) -> int:
     """An offset that falls strictly inside the middle line of dbm.dumb's .dir index (lines
     ``'key', (pos, size)``): the line cut there cannot parse, whatever the key's length."""

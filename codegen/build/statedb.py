@@ -3,9 +3,9 @@
 doit keeps which stages are up to date in a dbm file that it writes once, when a run ends. Two
 ways that write goes wrong, and what we do:
 
-- **it fails** (disk full, read-only or vanished build dir; with dbm.sqlite3, Python 3.13's
-  default, a full disk is sqlite's SQLITE_FULL, said as a full disk too): doit would print a traceback and
-  leave a half-written file. :func:`guard` wraps the save: on failure the file is removed
+- **it fails** (disk full, read-only or vanished build dir; under dbm.sqlite3, Python 3.13's
+  default, a full disk is sqlite's SQLITE_FULL, said as a full disk too): doit would print a
+  traceback and leave a half-written file. :func:`guard` wraps the save: on failure the file is removed
   (no state is always safe: the next build checks every stage again, the objects come from the
   cache) and :func:`save_error` holds one line that the reporter prints; the build exits 1.
 - **it was cut short** (a build killed while saving): the file no longer parses and doit would
