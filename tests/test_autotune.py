@@ -13,7 +13,7 @@ from codegen.coverage import cover
 from codegen.emit import KernelSource
 from codegen.model import load_air
 from codegen.plan import plan
-from require import requires
+from require import PK, requires
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "provingkey-sample" / "synth"
@@ -441,7 +441,7 @@ def test_chunk_stats_counts_spills_above_the_slack_only():
     assert chunk_stats("t", pl, [other]) == ([0] * pl.n_chunks, 0)
 
 
-MRC2 = ROOT.parent / "shared/pk/range_check/provingKey/range_check/MultiRangeCheck2/airs/MultiRangeCheck2/air/MultiRangeCheck2"
+MRC2 = PK / "range_check/provingKey/range_check/MultiRangeCheck2/airs/MultiRangeCheck2/air/MultiRangeCheck2"
 
 
 @needs_nvcc

@@ -157,8 +157,7 @@ def test_program_refuses_what_it_cannot_load() -> None:
 # which compare whole kernels on the input mix, pass with the rule broken at its edges (found by
 # mutating it: `>= 2`, `>= EPS - 1`, one component unchecked). Here a Q whose words are chosen:
 # Q = x * y + c with x = 0 on the chosen rows makes the production word exactly c (canon(0) + c).
-P_ = 0xFFFFFFFF00000001
-EPS_ = 0xFFFFFFFF
+P_, EPS_ = hostcheck.P, hostcheck.EPS
 SI_EDGE = {
     "name": "Edge", "airgroupId": 0, "airId": 0, "nStages": 1,
     "starkStruct": {"nBits": 3, "nBitsExt": 4},
@@ -215,15 +214,11 @@ def edge():
 
 
 def _run_edge(edge, files) -> np.ndarray:
-    si, ks, _, buf, _, _ = edge
+    buf = edge[3]
     with tempfile.TemporaryDirectory(prefix="exps-edge-") as d:
         lib = hostcheck._load(hostcheck.build_host_library(files, Path(d)))
         mem = hostcheck.HostMem()
-        steps = buf.bind(mem)
-        q = mem.put(np.full(3 * EDGE_N_EXT, hostcheck.POISON, dtype=np.uint64))
-        lib.exps_launch(steps, mem.ptr(q), 0, 0, EDGE_N_EXT, buf.off_ext[1], 0, 0, buf.off_zi, None)
-        mem.sync()
-        return mem.get(q).reshape(3, EDGE_N_EXT).copy()
+        return hostcheck.run_q(lib, buf, buf.bind(mem), mem, EDGE_N_EXT).copy()
 
 
 @needs_gxx

@@ -276,6 +276,17 @@ def _first_diff(got: np.ndarray, want: np.ndarray) -> str:
     return f"{len(idx)} words differ, first at {i}: got {int(got[i]):#x} want {int(want[i]):#x}"
 
 
+def run_q(lib: ctypes.CDLL, buf: Buffers, steps: int, mem, n_ext: int, scratch_elems: int = 0) -> np.ndarray:
+    """One `exps_launch` over `n_ext` rows into a poisoned q (and poisoned scratch of
+    `scratch_elems` words): the 3 x n_ext words it left."""
+    q = mem.put(np.full(3 * n_ext, POISON, dtype=np.uint64))
+    scratch = mem.put(np.full(max(scratch_elems, 1), POISON, dtype=np.uint64))
+    lib.exps_launch(steps, mem.ptr(q), mem.ptr(scratch), scratch_elems, n_ext,
+                    buf.off_ext[1], buf.off_ext.get(2, 0), buf.off_ext.get(3, 0), buf.off_zi, None)
+    mem.sync()
+    return mem.get(q).reshape(3, n_ext)
+
+
 def check_kernel(si: StarkInfo, si_json: dict, ei_json: dict, ks: KernelSource, lib: ctypes.CDLL,
                  seed: int = 1, min_rows_ext: int = 1024, min_rows: int = 64,
                  max_rows: int = 1 << 13, mem=None, q_only: bool = False) -> CheckResult:
@@ -295,12 +306,7 @@ def check_kernel(si: StarkInfo, si_json: dict, ei_json: dict, ks: KernelSource, 
     # last wave unless NExt / 256 is a multiple of 3) and 1 block (one wave per 256 rows)
     w = max(slots, 1)
     for scratch_elems in ((2 * w * n_ext, 3 * w * 256, w * 256) if ks.plan.n_chunks > 1 else (0,)):
-        q = mem.put(np.full(3 * n_ext, POISON, dtype=np.uint64))
-        scratch = mem.put(np.full(max(scratch_elems, 1), POISON, dtype=np.uint64))
-        lib.exps_launch(steps, mem.ptr(q), mem.ptr(scratch), scratch_elems, n_ext,
-                        buf.off_ext[1], buf.off_ext[2], buf.off_ext.get(3, 0), buf.off_zi, None)
-        mem.sync()
-        got = mem.get(q).reshape(3, n_ext)
+        got = run_q(lib, buf, steps, mem, n_ext, scratch_elems)
         if not np.array_equal(got, want):
             res.mismatches.append(f"Q (scratch {scratch_elems}): {_first_diff(got, want)}")
         res.q_words += got.size
