@@ -4,7 +4,8 @@
 # occupancy limited by registers (Nsight Compute, bench/ncu_small.sh). Builds the keys matching
 # KEYS_RE with this tree and with copies whose single Q kernel is __launch_bounds__(256, B) for each
 # B in MINB (default "6 8": at most 40 / 32 registers), each with its own autotune, then
-# bench/run.py of every variant against this tree's build, same run. MINB_WHERE=chunked bounds the
+# bench/run.py of every variant against this tree's build, same run (the variant's bound replaces
+# the tune's own, autotune.bound_single). MINB_WHERE=chunked bounds the
 # chunk kernels of chunked plans instead (issue #13: a 96-op chunk of the sample's Large takes 170
 # registers, one 256-thread block per SM). Usage:
 #   bash bench/minblocks_round.sh OUT     Limits (s): BUILD_S=120 BENCH_S=80 (each variant).
@@ -18,7 +19,7 @@ for v in base ${MINB:-6 8}; do
   t=/tmp/mb$v; variant_tree "$t"
   if [ $v != base ]; then
     cond=single; [ "${MINB_WHERE:-single}" = chunked ] && cond="not single"
-    sed -i "s/^__global__ void __launch_bounds__(256)\$/__global__ void __launch_bounds__(256{% if $cond %}, $v{% endif %})/" "$t/tree/templates/q_chunks.cu.j2"
+    sed -i "s/^__global__ void __launch_bounds__(256{{ bound }})\$/__global__ void __launch_bounds__(256{% if $cond %}, $v{% else %}{{ bound }}{% endif %})/" "$t/tree/templates/q_chunks.cu.j2"
     grep -q "{% if $cond %}, $v{% endif %}" "$t/tree/templates/q_chunks.cu.j2" || { echo "minb $v: not rewritten" | tee -a "$S"; exit 1; }
   fi
   build_variant "$t" "$dl" "$v" "${keys[@]}"

@@ -320,6 +320,8 @@ class KernelSource:
     #: and options: actions.act_tune): they are the first device TU, alone, so that its compile is
     #: an object-cache hit; the other chunks and the expressions are packed after it as usual
     probed: tuple[int, ...] | None = None
+    #: a single Q kernel's `__launch_bounds__(256, min_blocks)` (autotune.bound_single; 0: none)
+    min_blocks: int = 0
     q_in: KernelIR | None = field(default=None, init=False)
     pass_stats: PassStats | None = field(default=None, init=False)
     #: ops added by codegen.remat (cheap values recomputed in the chunks that read them)
@@ -643,7 +645,7 @@ def render_parts(ks: KernelSource, tu_ops: int = TU_OPS) -> dict[str, str]:
     for g, idx in enumerate(q_groups):
         files[f"{key}_q{g}.cu"] = e.get_template("q_chunks.cu.j2").render(
             chunks=[q_part(ks, c) for c in idx], single=pl.n_chunks == 1, out=f"v{out_c}",
-            out_dim=ir.out_dim, header=COMMON_HEADER)
+            out_dim=ir.out_dim, header=COMMON_HEADER, bound=_bound(ks))
     xs = x_parts(ks) if x_groups else []
     for g, idx in enumerate(x_groups):
         files[f"{key}_x{g}.cu"] = e.get_template("exprs.cu.j2").render(
@@ -696,4 +698,12 @@ def render_probe(ks: KernelSource, chunks: list[int]) -> dict[str, str]:
     ir, pl = ks.q, ks.plan
     return {f"{ks.key}_qprobe.cu": e.get_template("q_chunks.cu.j2").render(
         chunks=[q_part(ks, c) for c in sorted(set(chunks))], single=pl.n_chunks == 1,
-        out=f"v{len(ir.ops) - 1}", out_dim=ir.out_dim, header=COMMON_HEADER)}
+        out=f"v{len(ir.ops) - 1}", out_dim=ir.out_dim, header=COMMON_HEADER, bound=_bound(ks))}
+
+
+def _bound(ks: KernelSource) -> str:
+    """What follows the block size in a Q kernel's `__launch_bounds__`: `, <min blocks>` for a
+    single kernel with `ks.min_blocks`, else nothing."""
+    if ks.min_blocks and ks.plan.n_chunks == 1:
+        return f", {_i(ks.min_blocks)}"
+    return ""

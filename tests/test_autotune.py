@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -468,3 +469,111 @@ def test_a_spill_within_the_slack_is_no_spill(tmp_path, monkeypatch):
     assert strict["ops_per_chunk"] != 0, strict
     assert slack["ops_per_chunk"] == 0 and slack["probes"][0]["ops_per_chunk"] == 0, slack
     assert slack["probes"][0]["spills"] == 0 and slack["probes"][0]["regs"] == single[0]["regs"], slack
+
+
+# ------------------------------------------------------------------ the single kernel's launch bound
+def _single(regs: int, spills: int = 0) -> at.TuneResult:
+    return at.TuneResult(0, probes=[at.Probe(0, 1, 0, [regs], spills, math.inf if spills else 1.0)])
+
+
+@pytest.mark.parametrize("regs, slack, tried", [
+    (100, 0, True), (81, 0, True), (128, 0, True),     # 2 blocks per SM: try 3
+    (80, 4, True), (80, 8, True),                      # 3 blocks with ptxas's own spill of a word
+    (80, 0, False), (79, 4, False), (48, 0, False),    # 3 blocks already / the bound only costs
+])
+def test_the_single_kernel_is_bounded_where_it_can_gain(regs, slack, tried):
+    """autotune.bound_single compiles the chosen single kernel once more as
+    `__launch_bounds__(256, 3)` only above 80 registers, or at 80 with a spill within the slack
+    (MultiRangeCheck2); it takes the bound when that compile does not spill."""
+    ir = q_of(TINY)
+    calls = []
+
+    def bounded(b: int) -> tuple[list[int], int]:
+        calls.append(b)
+        return [80], 0
+
+    res = _single(regs)
+    p = at.bound_single(ir, res, bounded, slack)
+    assert calls == ([3] if tried else [])
+    assert res.min_blocks == (3 if tried else 0)
+    assert (p is not None) == tried and len(res.probes) == 1 + tried
+    if tried:
+        assert (p.ops_per_chunk, p.regs, p.spills, p.min_blocks) == (0, [80], 0, 3)
+        assert p.cost == at.cost(ir, plan(ir, 0), [80]) and res.to_json()["min_blocks"] == 3
+
+
+def test_a_bound_that_spills_is_not_taken_and_chunked_plans_are_never_bounded():
+    ir = q_of(TINY)
+    res = _single(104)
+    p = at.bound_single(ir, res, lambda b: ([80], 32))
+    assert res.min_blocks == 0 and p.spills == 32 and p.cost == math.inf and res.probes[-1] is p
+    assert res.to_json()["probes"][-1]["cost"] is None and res.to_json()["min_blocks"] == 0
+
+    def never(b: int):
+        raise AssertionError("compiled")
+
+    chunked = at.TuneResult(48, probes=[at.Probe(48, 2, 3, [100, 100], 0, 1.0), at.Probe(0, 1, 0, [120], 0, 2.0)])
+    assert at.bound_single(ir, chunked, never) is None and chunked.min_blocks == 0
+    skipped = _single(100)
+    skipped.skip = "no"
+    assert at.bound_single(ir, skipped, never) is None
+    estimated = at.TuneResult(0, probes=[at.Probe(0, 1, 0, [100], 0, 1.0, estimated=True)], how="estimated")
+    assert at.bound_single(ir, estimated, never) is None
+
+
+def test_slack_stores_counts_the_spills_chunk_stats_forgives():
+    from codegen.build.actions import slack_stores
+    pl = plan(q_of(TINY), 16)
+    assert slack_stores(pl, [_report(c0=(4, 4), c1=(8, 16))]) == 12
+    assert slack_stores(pl, [_report(c0=(0, 0), c1=(12, 20))]) == 0
+    other = {"_Z9exps_x_inv_kPK11StepsParams": {"90": {"registers": 40, "spill_stores": 4, "spill_loads": 4}}}
+    assert slack_stores(pl, [other]) == 0
+
+
+MRC1 = PK / "range_check/provingKey/range_check/MultiRangeCheck1/airs/MultiRangeCheck1/air/MultiRangeCheck1"
+RC4 = PK / "range_check/provingKey/range_check/RangeCheck4/airs/RangeCheck4/air/RangeCheck4"
+
+
+@needs_nvcc
+@requires("pk")
+@pytest.mark.parametrize("base, bound", [(MRC1, 3), (MRC2, 3), (RC4, 0)], ids=["MRC1", "MRC2", "RC4"])
+def test_the_tune_bounds_a_single_kernel_with_real_nvcc(tmp_path, monkeypatch, base, bound):
+    """nvcc 13, sm_90: MultiRangeCheck1's single kernel is 100 registers (2 blocks of 256 per SM),
+    bounded to 3 blocks 80 and no spill (1.08x on the H200); MultiRangeCheck2's is 80 with 4 B
+    spilled, bounded 80 and none (1.07x); RangeCheck4's is 104, bounded it spills and keeps its
+    kernel. The emitted Q kernel carries the bound; the launch table and the rest do not change."""
+    from codegen.build.actions import act_emit
+    monkeypatch.setenv("EXPS_CACHE_DIR", str(tmp_path / "cache"))
+    ir_json, tune_json, man = tmp_path / "ir.json", tmp_path / "tune.json", tmp_path / "k" / "manifest.json"
+    act_ir("m", f"{base}.starkinfo.json", f"{base}.expressionsinfo.json", str(ir_json), [])
+    assert act_tune("m", str(ir_json), str(tune_json), str(tmp_path / "probe"), [90], None)
+    t = json.loads(tune_json.read_text())
+    assert t["ops_per_chunk"] == 0 and t["min_blocks"] == bound, t
+    natural, bounded = t["probes"]
+    assert (natural["ops_per_chunk"], natural["min_blocks"], bounded["ops_per_chunk"], bounded["min_blocks"]) == (0, 0, 0, 3)
+    assert max(natural["regs"]) >= 80 and max(bounded["regs"]) <= 80
+    assert (bounded["spills"] == 0) == (bound == 3)
+    settings = {"cap": 0, "expr_cap": 0, "slots_cap": 1 << 20}
+    assert act_emit("m", str(ir_json), str(tune_json), str(man.parent / "src"), str(man), "d" * 64, settings)
+    assert json.loads(man.read_text())["min_blocks"] == bound
+    [q_tu] = [n for n in json.loads(man.read_text())["files"] if n.startswith("m_q0")]
+    lines = (man.parent / "src" / q_tu).read_text().splitlines()
+    [k] = [i for i, ln in enumerate(lines) if re.match(r"k[0-9a-f]{16}_q_c0_k\(", ln)]
+    assert lines[k - 1] == ("__global__ void __launch_bounds__(256, 3)" if bound else
+                            "__global__ void __launch_bounds__(256)")
+    assert sum("__launch_bounds__(256, " in ln for ln in lines) == (1 if bound else 0)
+
+
+@pytest.mark.parametrize("bad", ["3); int evil(", -1, 9, 2.5, True, None])
+def test_a_tune_json_bound_that_is_no_block_count_is_refused(tmp_path, bad):
+    """`min_blocks` reaches the kernel's text: emit takes only a whole number of blocks an SM can
+    hold (0-8) and names the file and the field otherwise."""
+    from codegen.build.actions import act_emit
+    ir_json, tune_json, man = tmp_path / "ir.json", tmp_path / "tune.json", tmp_path / "k" / "manifest.json"
+    act_ir("tiny", f"{TINY}.starkinfo.json", f"{TINY}.expressionsinfo.json", str(ir_json), [])
+    tune_json.write_text(json.dumps({"format": 1, "key": "tiny", "ops_per_chunk": 0, "min_blocks": bad,
+                                     "skip": "", "probes": []}))
+    with pytest.raises(RuntimeError, match=r"tune\.json: 'min_blocks' is .*not a whole number from 0 to 8"):
+        act_emit("tiny", str(ir_json), str(tune_json), str(man.parent / "src"), str(man), "d" * 64,
+                 {"cap": 0, "expr_cap": 0, "slots_cap": 1 << 20})
+    assert not (man.parent / "src").exists() or not any((man.parent / "src").iterdir())

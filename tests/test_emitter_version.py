@@ -52,6 +52,7 @@ PINNED = {
     "0.17.3": "b7575ecdbbe440d39e4baab2d39264f3debaa469a781429ac6f945cf41721e66",
     "0.17.4": "b0f5c5c33eae7547dda5d8584ab991beb930d78206b97e47df67f559ed16e4e6",
     "0.17.5": "6cba91de1cf075ee7d9984696be6ca4b8e56557b6ae8542edb3c660eaaf3e805",
+    "0.18.0": "83c49d5c2a3a298dc6506e08225e0c9d641006fe11fca304adf5c7f7ba45cebb",
 }
 
 
@@ -67,8 +68,10 @@ def emitted_digest() -> str:
             cov = cover(si, ei)
             if cov.q is None:
                 continue
-            for c in chunkings:
-                for name, text in sorted(render(KernelSource(key, cov.q, plan(cov.q, c), cov.exprs, "0" * 64)).items()):
+            # (since 0.18.0 also each single kernel bounded to 3 blocks per SM: autotune.bound_single)
+            for c, mb in [(c, 0) for c in chunkings] + [(0, 3)]:
+                ks = KernelSource(key, cov.q, plan(cov.q, c), cov.exprs, "0" * 64, min_blocks=mb)
+                for name, text in sorted(render(ks).items()):
                     h.update(name.encode() + b"\0" + text.encode() + b"\0")
     return h.hexdigest()
 

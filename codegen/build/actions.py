@@ -27,8 +27,9 @@ from pathlib import Path
 
 from codegen import EMITTER_VERSION
 from codegen.build import prelude, toolchain
-from codegen.build.autotune import (MAX_PROBES, MAX_REGS, SPILL_SLACK_BYTES, TuneResult, candidate_plans,
-                                     estimated_choice, estimated_regs, first_probe, tune, tune_arch)
+from codegen.build.autotune import (MAX_MIN_BLOCKS, MAX_PROBES, MAX_REGS, SPILL_SLACK_BYTES, TuneResult,
+                                     bound_single, candidate_plans, estimated_choice, estimated_regs,
+                                     first_probe, tune, tune_arch)
 from codegen.build.cache import ObjectCache, atomic_write
 from codegen.build.heartbeat import Heartbeat
 from codegen.emit import (COMMON_FILES, Q_KERNEL_RE, RUNTIME, TEMPLATES, TU_OPS, XINV_TU, KernelSource, device_tus,
@@ -254,6 +255,19 @@ def chunk_stats(key: str, pl: Plan, reports: list[dict]) -> tuple[list[int], int
     return regs, spills
 
 
+def slack_stores(pl: Plan, reports: list[dict]) -> int:
+    """Spill stores (bytes) of the Q kernels that `chunk_stats` counts as none: ptxas's own trade
+    of a word or two for occupancy (at most `autotune.SPILL_SLACK_BYTES` on an arch)."""
+    n = 0
+    for rep in reports:
+        for name, per_arch in rep.items():
+            m = Q_KERNEL_RE.search(name)
+            if m and int(m[1]) < pl.n_chunks:
+                n += sum(s for st in per_arch.values()
+                         if 0 < (s := int(st.get("spill_stores", 0))) <= SPILL_SLACK_BYTES)
+    return n
+
+
 #: a plan of more chunk kernels than this is probed through PROBE_SAMPLE representatives
 PROBE_SAMPLE = 4
 
@@ -331,7 +345,7 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
             # and only they ask prelude.options about `-cubin` (its decision compiles a probe TU
             # twice on a cold cache: two nvcc runs for nothing when every probe is as cc's)
             as_cc = archs == [arch]
-            probed: dict[int, list[int]] = {}
+            probed: dict[tuple[int, int], list[int]] = {}     # (ops per chunk, bound): chunks
             final = None      # (ops per chunk, device TU) of a first probe compiled as cc will
             if content is not None and settings is not None and archs == [arch] and len(q.ops) <= TU_OPS:
                 c0, sure = first_probe(q, candidate_plans(q, slots_cap)[0])
@@ -341,33 +355,42 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
             n_probed = [0]
             with Heartbeat(f"tune {key} ({len(q.ops)} Q ops, sm_{arch})") as hb:
                 sampled: dict[int, list[int]] = {}
+                slack: dict[tuple[int, int], int] = {}      # (ops per chunk, bound): slack_stores
 
-                def compile_plan(pl: Plan) -> tuple[list[int], int]:
+                def compile_plan(pl: Plan, min_blocks: int = 0) -> tuple[list[int], int]:
                     n_probed[0] += 1
-                    ks = KernelSource(key, q, pl, [], "0" * 64)
+                    ks = KernelSource(key, q, pl, [], "0" * 64, min_blocks=min_blocks)
                     reps = representatives(ks.q, ks.plan)
-                    hb.status(f"probe {n_probed[0]} of at most {MAX_PROBES} (chunk "
-                              f"{pl.ops_per_chunk or 'single'}: {len(reps)} of {ks.plan.n_chunks} kernels)")
-                    sub = Path(work_dir) / f"probe_{pl.ops_per_chunk}"
+                    if min_blocks:
+                        hb.status(f"probe {n_probed[0]} (the single kernel bounded to {min_blocks} blocks per SM)")
+                    else:
+                        hb.status(f"probe {n_probed[0]} of at most {MAX_PROBES} (chunk {pl.ops_per_chunk or 'single'}: "
+                                  f"{len(reps)} of {ks.plan.n_chunks} kernels)")
+                    sub = Path(work_dir) / f"probe_{pl.ops_per_chunk}_b{min_blocks}"
                     if final is not None and n_probed[0] == 1 and pl.ops_per_chunk == final[0]:
                         got = compile_tus(stage_sources(final[1], sub), sub / "obj", compile_options(archs, cache),
                                           cache, launcher)
-                        return chunk_stats(key, ks.plan, [r for _, r, _ in got.values()])
+                        reports = [r for _, r, _ in got.values()]
+                        slack[(pl.ops_per_chunk, min_blocks)] = slack_stores(ks.plan, reports)
+                        return chunk_stats(key, ks.plan, reports)
                     if len(reps) < ks.plan.n_chunks:
                         sampled[pl.ops_per_chunk] = reps
                     if as_cc:
-                        probed[pl.ops_per_chunk] = reps
+                        probed[(pl.ops_per_chunk, min_blocks)] = reps
                     tus = stage_sources(render_probe(ks, reps), sub)
                     got = compile_tus(tus, sub / "obj", compile_options(archs, cache) if as_cc
                                       else prelude.options(cubin, cache), cache, launcher)
-                    regs, spills = chunk_stats(key, ks.plan, [r for _, r, _ in got.values()])
+                    reports = [r for _, r, _ in got.values()]
+                    slack[(pl.ops_per_chunk, min_blocks)] = slack_stores(ks.plan, reports)
+                    regs, spills = chunk_stats(key, ks.plan, reports)
                     return fill_unprobed(ks.q, ks.plan, regs, reps), spills
 
                 res = tune(q, compile_plan, slots_cap=slots_cap)
+                bound_single(q, res, lambda b: compile_plan(plan(q, 0), min_blocks=b), slack.get((0, 0), 0))
                 res.arch = arch
                 doc["sampled"] = {str(k): v for k, v in sorted(sampled.items())}
                 # (none when the chosen plan was the first probe, compiled as the kernel's whole TU)
-                doc["probed"] = None if res.skip else probed.get(res.ops_per_chunk)
+                doc["probed"] = None if res.skip else probed.get((res.ops_per_chunk, res.min_blocks))
             shutil.rmtree(work_dir, ignore_errors=True)
         doc.update(res.to_json())
         _write_json(Path(out), doc)
@@ -397,7 +420,12 @@ def act_emit(key: str, ir_json: str, tune_json: str, src_dir: str, manifest: str
             pl = plan(cov.q, int(t["ops_per_chunk"]))
             sh = source_hash(content, settings)
             pr = t.get("probed")
-            ks = KernelSource(key, cov.q, pl, cov.exprs, sh, probed=None if pr is None else tuple(pr))
+            mb = t.get("min_blocks", 0)
+            if isinstance(mb, bool) or not isinstance(mb, int) or not 0 <= mb <= MAX_MIN_BLOCKS:
+                raise RuntimeError(f"{tune_json}: 'min_blocks' is {mb!r}, not a whole number from 0 to "
+                                   f"{MAX_MIN_BLOCKS}: rerun the build")
+            ks = KernelSource(key, cov.q, pl, cov.exprs, sh, probed=None if pr is None else tuple(pr),
+                              min_blocks=mb)
             if not probed_pays(ks):     # (a few ops: not worth another nvcc run)
                 ks.probed = None
             files = render(ks)
@@ -406,7 +434,7 @@ def act_emit(key: str, ir_json: str, tune_json: str, src_dir: str, manifest: str
             doc.update({"files": {n: hashlib.sha256(x.encode()).hexdigest() for n, x in sorted(files.items())},
                         "kernels": tu_kernels(ks),
                         "source_hash": sh, "plan": pl.summary(), "q_ops": len(ks.q.ops),
-                        "q_ops_in": len(cov.q.ops), "max_live": max_live(ks.q),
+                        "q_ops_in": len(cov.q.ops), "max_live": max_live(ks.q), "min_blocks": mb,
                         "exprs": len(cov.exprs), "min_scratch": pl.min_scratch})
             keep = set(files) | set(COMMON_FILES)
         else:

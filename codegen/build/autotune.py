@@ -184,12 +184,16 @@ class Probe:
     spills: int
     cost: float
     estimated: bool = False
+    #: the kernel compiled as `__launch_bounds__(256, min_blocks)` (0: no bound; bound_single)
+    min_blocks: int = 0
 
 
 @dataclass
 class TuneResult:
     ops_per_chunk: int = 0
     skip: str = ""
+    #: the single kernel's `__launch_bounds__(256, min_blocks)` (0: none; bound_single)
+    min_blocks: int = 0
     probes: list[Probe] = field(default_factory=list)
     how: str = "probed"          # probed | fixed (chunk given) | estimated (no nvcc)
     arch: int | None = None      # the one arch the probes compiled for
@@ -200,7 +204,8 @@ class TuneResult:
             d = dict(p.__dict__)
             d["cost"] = d["cost"] if math.isfinite(d["cost"]) else None
             return d
-        return {"ops_per_chunk": self.ops_per_chunk, "skip": self.skip, "how": self.how,
+        return {"ops_per_chunk": self.ops_per_chunk, "min_blocks": self.min_blocks,
+                "skip": self.skip, "how": self.how,
                 "arch": self.arch, "probes": [probe(p) for p in self.probes]}
 
 
@@ -390,3 +395,46 @@ def tune(ir: KernelIR, compile_plan: Compiler, slots_cap: int = 1 << 20, max_pro
         return res
     res.ops_per_chunk = best.ops_per_chunk
     return res
+
+
+#: A single Q kernel of more than BOUND_FROM_REGS registers (2 blocks of 256 per SM), or of
+#: BOUND_FROM_REGS with ptxas's own spill of a word or two (3 blocks, SPILL_SLACK_BYTES), is
+#: compiled again as `__launch_bounds__(256, BOUND_BLOCKS)` (at most 80 registers) and runs so when
+#: that does not spill. H200, every single kernel of ../shared/pk and the sample of >= 80 registers,
+#: bounded vs not, same run (docs/BENCHMARKS.md "Session 13"): MultiRangeCheck1 100 -> 80 registers
+#: 1.08x, MultiRangeCheck2 80 with 4 B spilled -> 80 with none 1.07x, RangeCheckMix 96 -> 80
+#: 1.02x; RangeCheck4 (104), Shared (128) and the 96-op lookups / permutations (80, none spilled)
+#: spill when bounded and keep their kernel. At 80 registers with no spill the bound gains nothing
+#: (Connection1, Air2, Air3, Module, Lookup2_12, Lookup3, RangeCheck1 1.00x; Lookup1, RangeCheck2
+#: 0.99x, SimpleLeft 0.98x: ptxas's 79-register form), below it the bound only costs (ptxas then
+#: takes up to 80 registers where it took 48: Tiny 0.96x).
+BOUND_BLOCKS = 3
+BOUND_FROM_REGS = 80
+#: the most blocks of BLOCK threads an SM holds: the largest bound a tune.json may name
+MAX_MIN_BLOCKS = MAX_THREADS_PER_SM // BLOCK
+
+
+def bound_single(ir: KernelIR, res: TuneResult, compile_bounded: Callable[[int], tuple[list[int], int]],
+                 slack_bytes: int = 0, m: CostModel = CostModel()) -> Probe | None:
+    """When `res` chose the single kernel and its measured probe has more than BOUND_FROM_REGS
+    registers, or that many with `slack_bytes` > 0 (its spill stores within the slack), compile it
+    bounded to BOUND_BLOCKS blocks per SM (`compile_bounded(BOUND_BLOCKS)`: registers and spill
+    bytes, as a probe) and take that bound when it does not spill. Returns the bounded probe (also
+    appended to `res.probes`), or None when there was nothing to try."""
+    if res.skip or res.ops_per_chunk != 0:
+        return None
+    single = [p for p in res.probes if p.ops_per_chunk == 0 and not p.estimated and not p.min_blocks]
+    if not single or single[-1].spills:
+        return None
+    regs = max(single[-1].regs)
+    if regs < BOUND_FROM_REGS or (regs == BOUND_FROM_REGS and not slack_bytes):
+        return None
+    got, spills = compile_bounded(BOUND_BLOCKS)
+    p = Probe(0, 1, 0, got, spills, math.inf if spills else cost(ir, plan(ir, 0), got, m),
+              min_blocks=BOUND_BLOCKS)
+    res.probes.append(p)
+    log.info("autotune: single kernel bounded to %d blocks per SM -> regs max %d, spill %d B%s",
+             BOUND_BLOCKS, max(got), spills, "" if spills else ": taken")
+    if not spills:
+        res.min_blocks = BOUND_BLOCKS
+    return p
