@@ -107,6 +107,32 @@ def _arg_c(a, names: dict[int, str]) -> str:
 OP_C_VALUE = {**OP_C, ("mul", "33"): "gl3_mul_v({a}, {b})"}
 
 
+#: the Goldilocks prime (spec §1)
+GL_P = (1 << 64) - (1 << 32) + 1
+_ZERO = Leaf("number", 1, value=0)
+
+
+def value_op(op: Op) -> Op:
+    """The op a Q kernel's value path runs for `op`: the same field element with fewer products. A
+    product by the number p - 1 is a negation (`0 - x`: an add-pipe sub instead of three wide
+    products, and an accumulator for the add or sub that reads it), a product by 1 a copy. Only the
+    value path: the production word of `x * (p - 1)` is gl_mul's, not gl_sub's, so the exact
+    program (codegen/program.py) and the expression kernels keep the product (what the Qs of
+    ../shared/pk multiply by p - 1: ConnectionNew 60 of its 750 base products, RangeCheckMix 25
+    of 140, Connection1 9 of 134)."""
+    if op.arith != "mul" or op.shape not in ("11", "31"):
+        return op
+    pairs = [(op.a, op.b), (op.b, op.a)] if op.shape == "11" else [(op.a, op.b)]
+    for x, k in pairs:
+        if isinstance(k, Leaf) and k.kind == "number" and k.value in (GL_P - 1, 1):
+            if k.value == 1:
+                return Op("copy", str(op.dim), x, None, op.dim)
+            if op.shape == "31":
+                return Op("sub_swap", "31", x, _ZERO, 3)
+            return Op("sub", "11", _ZERO, x, 1)
+    return op
+
+
 def _op_line(i: int, op: Op, names: dict[int, str], value: bool = False) -> str:
     tmpl = (OP_C_VALUE if value else OP_C).get((op.arith, op.shape))
     if tmpl is None:
@@ -178,12 +204,12 @@ def acc_values(ir: KernelIR, pl: Plan, c: int, users: dict[int, int] | None = No
     stored = set(pl.stores[c])
     acc: dict[int, int] = {}
     for i in range(start, end):
-        op = ir.ops[i]
+        op = value_op(ir.ops[i])
         kind = (op.arith, op.shape)
         u = users.get(i)
         if i == res or i in stored or u is None or not i < u < end:
             continue
-        uop = ir.ops[u]
+        uop = value_op(ir.ops[u])
         if (uop.arith, uop.shape) not in ACC_USE or (uop.shape == "31" and uop.a != Val(i, 3)) \
                 or (op.dim == 1) != (uop.shape == "11"):
             continue
@@ -252,7 +278,7 @@ def chunk_body(ir: KernelIR, pl: Plan, c: int, read: set[int] | None = None, val
     read = _read(ir) if read is None else read
     acc = acc_values(ir, pl, c, users) if value else {}
     for i in range(start, end):
-        op = ir.ops[i]
+        op = value_op(ir.ops[i]) if value else ir.ops[i]
         for a in op.args():
             if isinstance(a, Val) and a.id < start and a.id not in names:
                 s = pl.slot_of[a.id]

@@ -273,12 +273,13 @@ def test_chosen_probe_is_ccs_first_device_tu(tmp_path, monkeypatch):
     sm_90 the only target); the chosen one is not the first probe, so its chunks (`probed` in
     tune.json) become a device TU of their own with the probe's text: cc takes it from the object
     cache and compiles only the expressions' TU (and the generic inverse kernel's: this cache is cold).
-    With no spill slack: Shared's single kernel, its first probe, stores 8 B (with the slack it is
-    the choice, test_a_spill_within_the_slack_is_no_spill)."""
+    The search starts at 96-op chunks here (the estimate would start at the single kernel, its
+    choice since 0.18.1, and end there)."""
     from codegen.build import actions
     from codegen.build.actions import act_cc, act_emit
     from codegen.emit import probed_pays, render_probe
-    monkeypatch.setattr(actions, "SPILL_SLACK_BYTES", 0)
+    monkeypatch.setattr(at, "first_probe", lambda ir, plans, m=None: (96, False))
+    monkeypatch.setattr(actions, "first_probe", lambda ir, plans, m=None: (96, False))
     monkeypatch.setenv("EXPS_CACHE_DIR", str(tmp_path / "cache"))
     shared = SAMPLE / "Rec/airs/Shared/recursive1/Shared"
     launcher, log = _counting_launcher(tmp_path)
@@ -443,19 +444,17 @@ def test_chunk_stats_counts_spills_above_the_slack_only():
 
 
 MRC2 = PK / "range_check/provingKey/range_check/MultiRangeCheck2/airs/MultiRangeCheck2/air/MultiRangeCheck2"
-
-
 @needs_nvcc
-@requires("pk")
 def test_a_spill_within_the_slack_is_no_spill(tmp_path, monkeypatch):
-    """Session 11: MultiRangeCheck2's single Q kernel (42 ops) is 80 registers with one word stored
-    and reloaded per row, ptxas's own trade for 3 blocks per SM (nvcc 13, sm_90). Within the slack
-    the tune keeps it one kernel (1.21x faster on the H200 than the two chunks it was cut into);
-    with no slack the same probe spills and the plan is chunked."""
+    """ptxas trades a word or two of spill for one more block per SM (session 11: MultiRangeCheck2's
+    single kernel at 0.17.5, 80 registers and 4 B, 1.21x faster as one kernel than the chunks a strict
+    rule cut it into). At 0.18.1 (nvcc 13, sm_90) the sample's Medium: its 96-op plan, the tune's
+    choice, has a chunk kernel of 128 registers storing 8 B. Within the slack that plan is chosen;
+    with no slack the same probe spills and another plan is."""
     from codegen.build import actions
     monkeypatch.setenv("EXPS_CACHE_DIR", str(tmp_path / "cache"))
     ir_json = tmp_path / "ir.json"
-    act_ir("m", f"{MRC2}.starkinfo.json", f"{MRC2}.expressionsinfo.json", str(ir_json), [])
+    act_ir("m", f"{MEDIUM}.starkinfo.json", f"{MEDIUM}.expressionsinfo.json", str(ir_json), [])
 
     def tuned(slack: int, name: str) -> dict:
         monkeypatch.setattr(actions, "SPILL_SLACK_BYTES", slack)
@@ -464,11 +463,12 @@ def test_a_spill_within_the_slack_is_no_spill(tmp_path, monkeypatch):
         return json.loads(out.read_text())
 
     strict, slack = tuned(0, "strict.json"), tuned(8, "slack.json")
-    single = [p for p in strict["probes"] if p["ops_per_chunk"] == 0]
-    assert single and single[0]["spills"] > 0 and single[0]["cost"] is None, strict
-    assert strict["ops_per_chunk"] != 0, strict
-    assert slack["ops_per_chunk"] == 0 and slack["probes"][0]["ops_per_chunk"] == 0, slack
-    assert slack["probes"][0]["spills"] == 0 and slack["probes"][0]["regs"] == single[0]["regs"], slack
+    at96 = [p for p in strict["probes"] if p["ops_per_chunk"] == 96]
+    assert at96 and at96[0]["spills"] > 0 and at96[0]["cost"] is None, strict
+    assert strict["ops_per_chunk"] not in (0, 96), strict
+    assert slack["ops_per_chunk"] == 96, slack
+    [p96] = [p for p in slack["probes"] if p["ops_per_chunk"] == 96]
+    assert p96["spills"] == 0 and p96["regs"] == at96[0]["regs"] and max(p96["regs"]) == 128, slack
 
 
 # ------------------------------------------------------------------ the single kernel's launch bound
@@ -538,10 +538,10 @@ RC4 = PK / "range_check/provingKey/range_check/RangeCheck4/airs/RangeCheck4/air/
 @requires("pk")
 @pytest.mark.parametrize("base, bound", [(MRC1, 3), (MRC2, 3), (RC4, 0)], ids=["MRC1", "MRC2", "RC4"])
 def test_the_tune_bounds_a_single_kernel_with_real_nvcc(tmp_path, monkeypatch, base, bound):
-    """nvcc 13, sm_90: MultiRangeCheck1's single kernel is 100 registers (2 blocks of 256 per SM),
-    bounded to 3 blocks 80 and no spill (1.08x on the H200); MultiRangeCheck2's is 80 with 4 B
-    spilled, bounded 80 and none (1.07x); RangeCheck4's is 104, bounded it spills and keeps its
-    kernel. The emitted Q kernel carries the bound; the launch table and the rest do not change."""
+    """nvcc 13, sm_90: MultiRangeCheck1's single kernel is 98 registers (2 blocks of 256 per SM),
+    bounded to 3 blocks 80 and no spill (1.08x on the H200); MultiRangeCheck2's is 80 with 28 B
+    spilled (ptxas's own trade for 3 blocks), bounded 80 and none; RangeCheck4's is 100, bounded it
+    spills and keeps its kernel. The emitted Q kernel carries the bound."""
     from codegen.build.actions import act_emit
     monkeypatch.setenv("EXPS_CACHE_DIR", str(tmp_path / "cache"))
     ir_json, tune_json, man = tmp_path / "ir.json", tmp_path / "tune.json", tmp_path / "k" / "manifest.json"
@@ -549,10 +549,14 @@ def test_the_tune_bounds_a_single_kernel_with_real_nvcc(tmp_path, monkeypatch, b
     assert act_tune("m", str(ir_json), str(tune_json), str(tmp_path / "probe"), [90], None)
     t = json.loads(tune_json.read_text())
     assert t["ops_per_chunk"] == 0 and t["min_blocks"] == bound, t
-    natural, bounded = t["probes"]
+    natural, bounded = t["probes"][0], t["probes"][-1]
     assert (natural["ops_per_chunk"], natural["min_blocks"], bounded["ops_per_chunk"], bounded["min_blocks"]) == (0, 0, 0, 3)
+    assert [p["min_blocks"] for p in t["probes"]].count(3) == 1
     assert max(natural["regs"]) >= 80 and max(bounded["regs"]) <= 80
     assert (bounded["spills"] == 0) == (bound == 3)
+    # MultiRangeCheck2 (0.18.1): unbounded, ptxas fits 3 blocks with 28 B spilled, so the tune had
+    # cut it in chunks (0.80x on the H200); bounded it does not spill and is one kernel again
+    assert (natural["spills"] > 0 and len(t["probes"]) == 3) == (base == MRC2)
     settings = {"cap": 0, "expr_cap": 0, "slots_cap": 1 << 20}
     assert act_emit("m", str(ir_json), str(tune_json), str(man.parent / "src"), str(man), "d" * 64, settings)
     assert json.loads(man.read_text())["min_blocks"] == bound
@@ -577,3 +581,63 @@ def test_a_tune_json_bound_that_is_no_block_count_is_refused(tmp_path, bad):
         act_emit("tiny", str(ir_json), str(tune_json), str(man.parent / "src"), str(man), "d" * 64,
                  {"cap": 0, "expr_cap": 0, "slots_cap": 1 << 20})
     assert not (man.parent / "src").exists() or not any((man.parent / "src").iterdir())
+
+
+@needs_nvcc
+@requires("pk")
+def test_a_bound_after_a_whole_tu_probe_is_also_ccs_tu(tmp_path, monkeypatch):
+    """Issue #15: MultiRangeCheck1's first probe is its whole TU compiled as cc will (content and
+    settings given, sm_90 the only target); the bounded probe then compiles the whole TU with the
+    bound, not the Q kernel alone, so cc, which compiles what the bound won, finds it in the object
+    cache: two device compiles in all, both in the tune."""
+    from codegen.build.actions import act_cc, act_emit
+    monkeypatch.setenv("EXPS_CACHE_DIR", str(tmp_path / "cache"))
+    launcher, log = _counting_launcher(tmp_path)
+    ir_json, tune_json, man = tmp_path / "ir.json", tmp_path / "tune.json", tmp_path / "k" / "manifest.json"
+    content, settings = "d" * 64, {"cap": 0, "expr_cap": 0, "slots_cap": 1 << 20}
+    act_ir("m", f"{MRC1}.starkinfo.json", f"{MRC1}.expressionsinfo.json", str(ir_json), [])
+    assert act_tune("m", str(ir_json), str(tune_json), str(tmp_path / "probe"), [90], None,
+                    launcher=[str(launcher)], content=content, settings=settings)
+    t = json.loads(tune_json.read_text())
+    assert t["min_blocks"] == 3 and [p["min_blocks"] for p in t["probes"]] == [0, 3] and t["probed"] is None
+    probes = log.read_text().splitlines()
+    assert len(probes) == 2 and all(" -c -fatbin " in p and p.split()[-3].endswith("/m_q0_x0.cu") for p in probes)
+    assert act_emit("m", str(ir_json), str(tune_json), str(man.parent / "src"), str(man), content, settings)
+    assert "__launch_bounds__(256, 3)" in (man.parent / "src" / "m_q0_x0.cu").read_text()
+    log.unlink()
+    assert act_cc("m", str(man), str(tmp_path / "k" / "obj"), str(tmp_path / "k" / "objs.json"), [90], [], [],
+                  launcher=[str(launcher)])
+    assert json.loads((tmp_path / "k" / "objs.json").read_text())["hits"] == 1
+    assert sorted(x.split()[-3].rsplit("/", 1)[-1] for x in log.read_text().splitlines()) == [
+        "exps_runtime.cpp", "exps_xinv.cu"]
+
+
+def _chunked_after_a_spilling_single(regs: int, single_spill: int, chunk_cost: float) -> at.TuneResult:
+    return at.TuneResult(32, probes=[at.Probe(0, 1, 0, [regs], single_spill, math.inf),
+                                     at.Probe(32, 2, 9, [40, 48], 0, chunk_cost)])
+
+
+@pytest.mark.parametrize("n_ops, regs, spill, chunk_cost, bounded_spill, taken", [
+    (39, 80, 28, 1e9, 0, True),       # under SINGLE_ONLY_BELOW: one kernel when one does not spill
+    (39, 80, 28, 1e9, 16, False),     # the bound spills too: the chunks stay
+    (39, 72, 28, 1e9, 0, None),       # spilled below 80 registers: not ptxas fitting 3 blocks
+    (39, 80, 0, 1e9, 0, None),        # (a single kernel with no spill that lost to chunks)
+    (100, 80, 28, 1e9, 0, True),      # a larger Q: the bounded kernel the cheaper by the model
+    (100, 80, 28, 1.0, 0, False),     # ... or not
+])
+def test_a_single_kernel_that_spilled_is_bounded_where_chunks_were_chosen(n_ops, regs, spill, chunk_cost,
+                                                                           bounded_spill, taken):
+    """bound_single, second case (MultiRangeCheck2 at 0.18.1): the unbounded single kernel spilled at
+    >= 80 registers (ptxas fitting 3 blocks by itself) and the tune cut the Q; the bounded kernel
+    replaces the chunks when it does not spill and the Q is small or the model ranks it first."""
+    ir = q_of(TINY) if n_ops == 39 else q_of(SAMPLE / "Rec/airs/Shared/recursive1/Shared")
+    assert (len(ir.ops) < at.SINGLE_ONLY_BELOW) == (n_ops == 39)
+    calls = []
+    res = _chunked_after_a_spilling_single(regs, spill, chunk_cost)
+
+    def bounded(b: int) -> tuple[list[int], int]:
+        calls.append(b)
+        return [80], bounded_spill
+    p = at.bound_single(ir, res, bounded)
+    assert calls == ([] if taken is None else [3]) and (p is None) == (taken is None)
+    assert (res.ops_per_chunk, res.min_blocks) == ((0, 3) if taken else (32, 0))

@@ -261,3 +261,75 @@ def test_the_edge_check_catches_a_wrong_rule(edge, mutant: str) -> None:
     got = _run_edge(edge, {**files, name: head + include + m + body.replace("exps_fast_ok(", "exps_fast_ok_m(")})
     bad = np.flatnonzero((got != want).any(axis=0))
     assert (bad >= start).any(), (mutant, bad[:8])     # the chosen rows catch it, whatever the mix does
+
+
+# ------------------------------------------- products by -1 and 1: a negation and a copy on the value path
+def _neg_one_q() -> KernelIR:
+    x, y = Leaf("cm", 3, stage=1, col=0), Leaf("cm", 3, stage=1, col=3)
+    a, b = Leaf("cm", 1, stage=1, col=6), Leaf("cm", 1, stage=1, col=7)
+    m1, one = Leaf("number", 1, value=P_ - 1), Leaf("number", 1, value=1)
+    return KernelIR(0, True, (
+        Op("mul", "33", x, y, 3),                  # 0
+        Op("mul", "31", Val(0, 3), m1, 3),         # 1: -v0, an accumulator for op 6
+        Op("mul", "11", a, m1, 1),                 # 2: -a
+        Op("mul", "11", one, b, 1),                # 3: b
+        Op("mul", "31", Val(0, 3), one, 3),        # 4: v0
+        Op("add", "11", Val(2, 1), Val(3, 1), 1),  # 5
+        Op("add", "31", Val(1, 3), Val(5, 1), 3),  # 6
+        Op("mul", "33", Val(6, 3), Val(4, 3), 3),  # 7: the result
+    ))
+
+
+def _oracle_words(ir: KernelIR, cols: np.ndarray) -> np.ndarray:
+    """The production words of `ir` over columns `cols` (9 x rows), op by op with the numpy
+    oracle's op semantics (codegen.check.reference.apply_op, spec §1.4)."""
+    from codegen.check import reference as ref
+    kind = {"11": ref.OPS_11, "31": ref.OPS_31, "33": ref.OPS_33}
+    arith = {"add": ref.ARITH_ADD, "sub": ref.ARITH_SUB, "mul": ref.ARITH_MUL}
+    n = cols.shape[1]
+
+    def load(a, vals):
+        if isinstance(a, Val):
+            return vals[a.id]
+        if a.kind == "number":
+            return (np.full(n, a.value, dtype=np.uint64),)
+        return tuple(cols[a.col + d] for d in range(a.dim))
+    vals: list = []
+    for op in ir.ops:
+        vals.append(ref.apply_op(kind[op.shape], arith[op.arith], load(op.a, vals), load(op.b, vals)))
+    return np.array(vals[-1], dtype=np.uint64)
+
+
+@needs_gxx
+def test_products_by_minus_one_and_one_are_a_negation_and_a_copy_on_the_value_path_only() -> None:
+    """emit.value_op: on the value path x * (p - 1) is 0 - x (shape 31 and 11) and x * 1 is x; the
+    exact program keeps the products (their production words are gl_mul's). The kernel, compiled as
+    host C++, against the oracle on the edge-heavy input mix, with x = 0 on a quarter of the rows
+    (a zero Q: every one of those rows runs the exact program)."""
+    from codegen.emit import value_op
+    from codegen.model import parse_starkinfo
+    ir = _neg_one_q()
+    assert [value_op(op).arith for op in ir.ops] == ["mul", "sub_swap", "sub", "copy", "copy", "add", "add", "mul"]
+    assert value_op(Op("mul", "11", Leaf("number", 1, value=P_ + 1), Val(0, 1), 1)).arith == "mul"   # 1 as p + 1: kept
+    si = parse_starkinfo(SI_EDGE, "edge.starkinfo.json")
+    files = render(KernelSource("negone", ir, plan(ir, 0), [], "0123456789abcdef" * 4))
+    [q] = [t for n, t in files.items() if "exps_fast_ok(" in t]
+    prog, body = q.split("// Per-row work", 1)       # the exact program's rows, then the row function
+    assert "const gl3_acc a1 = gl3_acc_rsub31(gl3_acc_w(v0), 0ull);" in body     # accumulators for
+    assert "const gl_acc a2 = gl_acc_sub(gl_acc_w(0ull), gl_acc_w(EXPS_LD(" in body   # the adds of ops 5, 6
+    assert "const uint64_t v3 = EXPS_LD(" in body and "const gl3 v4 = v0;" in body
+    assert str(P_ - 1) not in body and "gl3_mul31(" not in body and "gl_mul(" not in body
+    assert f"{P_ - 1}ull" in prog                                    # the exact program's products
+    rng = np.random.default_rng(5)
+    buf = hostcheck.make_buffers(si, EDGE_N_EXT, 8, rng)
+    cols = buf.aux[buf.off_ext[1]: buf.off_ext[1] + 9 * EDGE_N_EXT].reshape(9, EDGE_N_EXT)
+    cols[0:3, ::4] = 0
+    want = _oracle_words(ir, cols)
+    zero = want[:, ::4]
+    assert ((zero == 0) | (zero == P_)).all() and (zero == P_).any()      # zero, in both encodings
+    assert ((want >= EPS_) & (want < P_)).all(axis=0).sum() > EDGE_N_EXT // 2     # the fast path's rows
+    with tempfile.TemporaryDirectory(prefix="exps-negone-") as d:
+        lib = hostcheck._load(hostcheck.build_host_library(files, Path(d)))
+        mem = hostcheck.HostMem()
+        got = hostcheck.run_q(lib, buf, buf.bind(mem), mem, EDGE_N_EXT).copy()
+    assert np.array_equal(got, want)

@@ -313,7 +313,9 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
     (besides the generic inverse kernel's, `emit.generic_inverse_tu`, which holds no Q chunk and
     which cc takes from the object cache after its first compile on the machine),
     the first probe compiles that TU exactly as `emit` will write it and `cc` will compile it
-    (through the object cache): when it does end the search, `cc` is a cache hit.
+    (through the object cache): when it does end the search, `cc` is a cache hit. The same for the
+    single kernel's launch bound (`autotune.bound_single`) after such a first probe: the bounded
+    probe compiles the kernel's whole TU with the bound, so when the bound is taken cc is a hit.
     With `chunk` fixed nothing is compiled; with no toolchain (`archs == []`, `doit emit`
     without nvcc) the cost model's estimate picks the chunking, and tune.json says so."""
     try:
@@ -347,11 +349,18 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
             as_cc = archs == [arch]
             probed: dict[tuple[int, int], list[int]] = {}     # (ops per chunk, bound): chunks
             final = None      # (ops per chunk, device TU) of a first probe compiled as cc will
+
+            def whole_tu(c: int, min_blocks: int = 0) -> dict[str, str] | None:
+                """The kernel's one device TU (besides the generic inverse kernel's) as emit writes it
+                at `c` ops per chunk, or None when it has more."""
+                files = render(KernelSource(key, q, plan(q, c), cov.exprs, source_hash(content, settings),
+                                            min_blocks=min_blocks))
+                tus = [n for n in device_tus(files) if n != XINV_TU]
+                return {tus[0]: files[tus[0]]} if len(tus) == 1 else None
             if content is not None and settings is not None and archs == [arch] and len(q.ops) <= TU_OPS:
                 c0, sure = first_probe(q, candidate_plans(q, slots_cap)[0])
-                files = render(KernelSource(key, q, plan(q, c0), cov.exprs, source_hash(content, settings)))
-                tus = [n for n in device_tus(files) if n != XINV_TU]
-                final = (c0, {tus[0]: files[tus[0]]}) if sure and len(tus) == 1 else None
+                tu = whole_tu(c0) if sure else None
+                final = (c0, tu) if tu is not None else None
             n_probed = [0]
             with Heartbeat(f"tune {key} ({len(q.ops)} Q ops, sm_{arch})") as hb:
                 sampled: dict[int, list[int]] = {}
@@ -367,8 +376,15 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
                         hb.status(f"probe {n_probed[0]} of at most {MAX_PROBES} (chunk {pl.ops_per_chunk or 'single'}: "
                                   f"{len(reps)} of {ks.plan.n_chunks} kernels)")
                     sub = Path(work_dir) / f"probe_{pl.ops_per_chunk}_b{min_blocks}"
+                    # the first probe, or the bound of a single kernel whose first probe was its whole
+                    # TU (autotune.bound_single): compiled as cc will, so that cc finds it if it wins
+                    tu = None
                     if final is not None and n_probed[0] == 1 and pl.ops_per_chunk == final[0]:
-                        got = compile_tus(stage_sources(final[1], sub), sub / "obj", compile_options(archs, cache),
+                        tu = final[1]
+                    elif final is not None and min_blocks and final[0] == pl.ops_per_chunk == 0:
+                        tu = whole_tu(0, min_blocks)
+                    if tu is not None:
+                        got = compile_tus(stage_sources(tu, sub), sub / "obj", compile_options(archs, cache),
                                           cache, launcher)
                         reports = [r for _, r, _ in got.values()]
                         slack[(pl.ops_per_chunk, min_blocks)] = slack_stores(ks.plan, reports)

@@ -407,7 +407,10 @@ def tune(ir: KernelIR, compile_plan: Compiler, slots_cap: int = 1 << 20, max_pro
 #: spill when bounded and keep their kernel. At 80 registers with no spill the bound gains nothing
 #: (Connection1, Air2, Air3, Module, Lookup2_12, Lookup3, RangeCheck1 1.00x; Lookup1, RangeCheck2
 #: 0.99x, SimpleLeft 0.98x: ptxas's 79-register form), below it the bound only costs (ptxas then
-#: takes up to 80 registers where it took 48: Tiny 0.96x).
+#: takes up to 80 registers where it took 48: Tiny 0.96x). A single kernel that spills more than
+#: the slack at >= 80 registers (ptxas fitting 3 blocks by itself) is tried bounded too: at 0.18.1
+#: MultiRangeCheck2 unbounded stores 28 B and the tune cut it in two chunks, 0.80x of its bounded
+#: single kernel, which spills nothing.
 BOUND_BLOCKS = 3
 BOUND_FROM_REGS = 80
 #: the most blocks of BLOCK threads an SM holds: the largest bound a tune.json may name
@@ -416,25 +419,35 @@ MAX_MIN_BLOCKS = MAX_THREADS_PER_SM // BLOCK
 
 def bound_single(ir: KernelIR, res: TuneResult, compile_bounded: Callable[[int], tuple[list[int], int]],
                  slack_bytes: int = 0, m: CostModel = CostModel()) -> Probe | None:
-    """When `res` chose the single kernel and its measured probe has more than BOUND_FROM_REGS
-    registers, or that many with `slack_bytes` > 0 (its spill stores within the slack), compile it
-    bounded to BOUND_BLOCKS blocks per SM (`compile_bounded(BOUND_BLOCKS)`: registers and spill
-    bytes, as a probe) and take that bound when it does not spill. Returns the bounded probe (also
-    appended to `res.probes`), or None when there was nothing to try."""
-    if res.skip or res.ops_per_chunk != 0:
+    """Try the single kernel bounded to BOUND_BLOCKS blocks per SM (`compile_bounded(BOUND_BLOCKS)`:
+    registers and spill bytes, as a probe) when its measured unbounded probe
+    - was chosen, with more than BOUND_FROM_REGS registers, or that many and `slack_bytes` > 0
+      (its spill stores within the slack): the bound is taken when it does not spill;
+    - or spilled at BOUND_FROM_REGS or more (ptxas fitting 3 blocks by itself) and a chunked plan
+      was chosen: the bounded kernel, when it does not spill, replaces that plan where a Q that
+      small is one kernel anyway (SINGLE_ONLY_BELOW) or where the cost model ranks it first.
+    Returns the bounded probe (also appended to `res.probes`), or None when there was nothing to
+    try."""
+    if res.skip:
         return None
     single = [p for p in res.probes if p.ops_per_chunk == 0 and not p.estimated and not p.min_blocks]
-    if not single or single[-1].spills:
+    if not single:
         return None
     regs = max(single[-1].regs)
-    if regs < BOUND_FROM_REGS or (regs == BOUND_FROM_REGS and not slack_bytes):
+    if res.ops_per_chunk == 0:
+        if single[-1].spills or regs < BOUND_FROM_REGS or (regs == BOUND_FROM_REGS and not slack_bytes):
+            return None
+    elif not single[-1].spills or regs < BOUND_FROM_REGS:
         return None
     got, spills = compile_bounded(BOUND_BLOCKS)
     p = Probe(0, 1, 0, got, spills, math.inf if spills else cost(ir, plan(ir, 0), got, m),
               min_blocks=BOUND_BLOCKS)
     res.probes.append(p)
+    chosen = min((q.cost for q in res.probes if q.ops_per_chunk == res.ops_per_chunk and not q.min_blocks
+                  and not q.estimated), default=math.inf)
+    take = not spills and (res.ops_per_chunk == 0 or len(ir.ops) < SINGLE_ONLY_BELOW or p.cost < chosen)
     log.info("autotune: single kernel bounded to %d blocks per SM -> regs max %d, spill %d B%s",
-             BOUND_BLOCKS, max(got), spills, "" if spills else ": taken")
-    if not spills:
-        res.min_blocks = BOUND_BLOCKS
+             BOUND_BLOCKS, max(got), spills, ": taken" if take else "")
+    if take:
+        res.ops_per_chunk, res.min_blocks = 0, BOUND_BLOCKS
     return p
