@@ -193,6 +193,21 @@ def _counting_launcher(tmp_path: Path) -> tuple[Path, Path]:
     return launcher, log
 
 
+def _tuned_as_cc(tmp_path: Path, monkeypatch, key: str, base: Path) -> tuple:
+    """act_ir and act_tune of AIR `base` as `build` runs them for kernel `key` with sm_90 the one
+    target and the kernel's content and settings (a probe may then compile cc's own TU), through a
+    counting launcher. Returns (launcher, its log, ir.json, tune.json, manifest path, content,
+    settings)."""
+    monkeypatch.setenv("EXPS_CACHE_DIR", str(tmp_path / "cache"))
+    launcher, log = _counting_launcher(tmp_path)
+    ir_json, tune_json, man = tmp_path / "ir.json", tmp_path / "tune.json", tmp_path / "k" / "manifest.json"
+    content, settings = "d" * 64, {"cap": 0, "expr_cap": 0, "slots_cap": 1 << 20}
+    act_ir(key, f"{base}.starkinfo.json", f"{base}.expressionsinfo.json", str(ir_json), [])
+    assert act_tune(key, str(ir_json), str(tune_json), str(tmp_path / "probe"), [90], None,
+                    launcher=[str(launcher)], content=content, settings=settings)
+    return launcher, log, ir_json, tune_json, man, content, settings
+
+
 @needs_nvcc
 def test_one_target_arch_runs_no_cubin_compile(tmp_path, monkeypatch):
     """Issue #15 (build CPU): with the tune arch the only target every probe compiles as cc does
@@ -226,13 +241,7 @@ def test_small_kernel_first_probe_is_its_final_compile(tmp_path, monkeypatch):
     hit: cc runs only the host compiles of the launch table and the generic launcher, and the
     generic inverse kernel's TU (`exps_xinv.cu`, the same for every kernel: this cache is cold)."""
     from codegen.build.actions import act_cc, act_emit
-    monkeypatch.setenv("EXPS_CACHE_DIR", str(tmp_path / "cache"))
-    launcher, log = _counting_launcher(tmp_path)
-    ir_json, tune_json, man = tmp_path / "ir.json", tmp_path / "tune.json", tmp_path / "k" / "manifest.json"
-    content, settings = "d" * 64, {"cap": 0, "expr_cap": 0, "slots_cap": 1 << 20}
-    act_ir("tiny", f"{TINY}.starkinfo.json", f"{TINY}.expressionsinfo.json", str(ir_json), [])
-    assert act_tune("tiny", str(ir_json), str(tune_json), str(tmp_path / "probe"), [90], None,
-                    launcher=[str(launcher)], content=content, settings=settings)
+    launcher, log, ir_json, tune_json, man, content, settings = _tuned_as_cc(tmp_path, monkeypatch, "tiny", TINY)
     t = json.loads(tune_json.read_text())
     assert t["ops_per_chunk"] == 0 and [p["ops_per_chunk"] for p in t["probes"]] == [0]
     [probe] = log.read_text().splitlines()
@@ -280,14 +289,8 @@ def test_chosen_probe_is_ccs_first_device_tu(tmp_path, monkeypatch):
     from codegen.emit import probed_pays, render_probe
     monkeypatch.setattr(at, "first_probe", lambda ir, plans, m=None: (96, False))
     monkeypatch.setattr(actions, "first_probe", lambda ir, plans, m=None: (96, False))
-    monkeypatch.setenv("EXPS_CACHE_DIR", str(tmp_path / "cache"))
-    shared = SAMPLE / "Rec/airs/Shared/recursive1/Shared"
-    launcher, log = _counting_launcher(tmp_path)
-    ir_json, tune_json, man = tmp_path / "ir.json", tmp_path / "tune.json", tmp_path / "k" / "manifest.json"
-    content, settings = "d" * 64, {"cap": 0, "expr_cap": 0, "slots_cap": 1 << 20}
-    act_ir("sh", f"{shared}.starkinfo.json", f"{shared}.expressionsinfo.json", str(ir_json), [])
-    assert act_tune("sh", str(ir_json), str(tune_json), str(tmp_path / "probe"), [90], None,
-                    launcher=[str(launcher)], content=content, settings=settings)
+    launcher, log, ir_json, tune_json, man, content, settings = _tuned_as_cc(
+        tmp_path, monkeypatch, "sh", SAMPLE / "Rec/airs/Shared/recursive1/Shared")
     t = json.loads(tune_json.read_text())
     probes = log.read_text().splitlines()
     # (96 and 128 ops per chunk are the same 2-chunk plan after the IR passes: one compile)
@@ -591,13 +594,7 @@ def test_a_bound_after_a_whole_tu_probe_is_also_ccs_tu(tmp_path, monkeypatch):
     bound, not the Q kernel alone, so cc, which compiles what the bound won, finds it in the object
     cache: two device compiles in all, both in the tune."""
     from codegen.build.actions import act_cc, act_emit
-    monkeypatch.setenv("EXPS_CACHE_DIR", str(tmp_path / "cache"))
-    launcher, log = _counting_launcher(tmp_path)
-    ir_json, tune_json, man = tmp_path / "ir.json", tmp_path / "tune.json", tmp_path / "k" / "manifest.json"
-    content, settings = "d" * 64, {"cap": 0, "expr_cap": 0, "slots_cap": 1 << 20}
-    act_ir("m", f"{MRC1}.starkinfo.json", f"{MRC1}.expressionsinfo.json", str(ir_json), [])
-    assert act_tune("m", str(ir_json), str(tune_json), str(tmp_path / "probe"), [90], None,
-                    launcher=[str(launcher)], content=content, settings=settings)
+    launcher, log, ir_json, tune_json, man, content, settings = _tuned_as_cc(tmp_path, monkeypatch, "m", MRC1)
     t = json.loads(tune_json.read_text())
     assert t["min_blocks"] == 3 and [p["min_blocks"] for p in t["probes"]] == [0, 3] and t["probed"] is None
     probes = log.read_text().splitlines()
