@@ -267,19 +267,70 @@ def _acc_expr(op: Op, names: dict[int, str], acc: dict[int, int]) -> str:
     return f"gl3_acc_subw(gl3_acc_w({x}), {y})"
 
 
+#: a challenge squared pays for itself in a chunk that distributes this many products by it; in the
+#: chunk's text the squares are `const gl3 sq0`, sq1, ... (in the order of their first use)
+DISTRIBUTE_MIN = 3
+
+
+def distributed(ir: KernelIR, pl: Plan, c: int, users: dict[int, int] | None = None) -> dict[int, tuple]:
+    """The products of chunk `c` the value path computes distributed, {k: (ch, a, b, u, v)}:
+    op k = (u + b) * ch with u = ch * a (a product by a challenge `ch` of a sum whose other term is
+    the same challenge times a base-field `a`; `b` base-field too) is ch^2 * a + ch * b, the same
+    field element with 6 base products where (ch * a + b) * ch takes 9, once the chunk has ch^2
+    (6 products, computed at its first use in the chunk): done for a challenge with at least
+    DISTRIBUTE_MIN such products in the chunk. u and v = u + b must be read by nothing else and
+    stored for no later chunk; the exact program keeps the IR's order (its words are the
+    production's). The lookup / permutation / connection Qs of ../shared/pk compute their
+    denominators (alpha * x + y) * alpha this way."""
+    start, end = pl.chunks[c]
+    users = single_users(ir) if users is None else users
+    stored = set(pl.stores[c])
+    found: dict[int, tuple] = {}
+    for k in range(start, end):
+        op = ir.ops[k]
+        if (op.arith, op.shape) != ("mul", "33"):
+            continue
+        for x, ch in ((op.a, op.b), (op.b, op.a)):
+            if not (isinstance(x, Val) and isinstance(ch, Leaf) and ch.kind == "challenge"):
+                continue
+            v = x.id
+            add = ir.ops[v]
+            if not (start <= v and users.get(v) == k and v not in stored
+                    and (add.arith, add.shape) == ("add", "31") and isinstance(add.a, Val)):
+                continue
+            u = add.a.id
+            mul = ir.ops[u]
+            if not (start <= u and users.get(u) == v and u not in stored
+                    and (mul.arith, mul.shape) == ("mul", "31") and mul.a == ch):
+                continue
+            found[k] = (ch, mul.b, add.b, u, v)
+            break
+    count: dict[Leaf, int] = {}
+    for ch, *_ in found.values():
+        count[ch] = count.get(ch, 0) + 1
+    return {k: f for k, f in found.items() if count[f[0]] >= DISTRIBUTE_MIN}
+
+
 def chunk_body(ir: KernelIR, pl: Plan, c: int, read: set[int] | None = None, value: bool = True,
                users: dict[int, int] | None = None) -> list[str]:
-    """Lines of chunk `c`: lazy scratch loads, ops (value-only forms: OP_C_VALUE, and accumulators
-    for the values `acc_values` keeps), stores right after definition."""
+    """Lines of chunk `c`: lazy scratch loads, ops (value-only forms: OP_C_VALUE, `value_op`,
+    `distributed` products, and accumulators for the values `acc_values` keeps), stores right after
+    definition."""
     start, end = pl.chunks[c]
     names: dict[int, str] = {}
     lines: list[str] = []
     stored = set(pl.stores[c])
     read = _read(ir) if read is None else read
     acc = acc_values(ir, pl, c, users) if value else {}
+    dist = distributed(ir, pl, c, users) if value else {}
+    skip = {i for f in dist.values() for i in f[3:]}
+    squares: dict[Leaf, str] = {}
     for i in range(start, end):
+        if i in skip:                   # (a distributed product's operands: not computed)
+            continue
         op = value_op(ir.ops[i]) if value else ir.ops[i]
-        for a in op.args():
+        args = op.args() if i not in dist else (dist[i][1], dist[i][2])
+        for a in args:
             if isinstance(a, Val) and a.id < start and a.id not in names:
                 s = pl.slot_of[a.id]
                 if a.dim == 1:
@@ -288,10 +339,20 @@ def chunk_body(ir: KernelIR, pl: Plan, c: int, read: set[int] | None = None, val
                     lines.append(f"const gl3 v{a.id} = gl3_make({_scratch_c(s, 0)}, "
                                  f"{_scratch_c(s, 1)}, {_scratch_c(s, 2)});")
                 names[a.id] = f"v{a.id}"
-        if i in acc:
+        if i in dist:
+            ch, x, y = dist[i][:3]
+            if ch not in squares:
+                squares[ch] = f"sq{_i(len(squares))}"
+                lines.append(f"const gl3 {squares[ch]} = gl3_mul_v({_leaf_c(ch)}, {_leaf_c(ch)});")
+            e = f"gl3_acc_add(gl3_acc_mul31({squares[ch]}, {_arg_c(x, names)}), gl3_acc_mul31({_leaf_c(ch)}, {_arg_c(y, names)}))"
+            if i in acc:
+                lines.append(f"const gl3_acc a{i} = {e};")
+                continue
+            lines.append(f"const gl3 v{i} = gl3_acc_red({e});")
+        elif i in acc:
             lines.append(f"const {ACC_TYPE[op.dim]} a{i} = {_acc_expr(op, names, acc)};")
             continue
-        if any(isinstance(a, Val) and a.id in acc for a in op.args()):
+        elif any(isinstance(a, Val) and a.id in acc for a in op.args()):
             red = "gl_acc_red" if op.dim == 1 else "gl3_acc_red"
             lines.append(f"const {C_TYPE[op.dim]} v{i} = {red}({_acc_expr(op, names, acc)});")
         else:

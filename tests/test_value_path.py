@@ -333,3 +333,78 @@ def test_products_by_minus_one_and_one_are_a_negation_and_a_copy_on_the_value_pa
         mem = hostcheck.HostMem()
         got = hostcheck.run_q(lib, buf, buf.bind(mem), mem, EDGE_N_EXT).copy()
     assert np.array_equal(got, want)
+
+
+# ------------------------------------- (ch * a + b) * ch as ch^2 * a + ch * b on the value path
+SI_DIST = {**SI_EDGE, "name": "Dist", "nStages": 2,
+           "challengesMap": [{"name": "alpha", "stage": 2, "dim": 3, "stageId": 0},
+                             {"name": "gamma", "stage": 2, "dim": 3, "stageId": 1}]}
+
+
+def _dist_q() -> KernelIR:
+    """Three denominators (alpha * a_i + b_i) * alpha (distributed: DISTRIBUTE_MIN is 3) and two
+    (gamma * a_i + b_i) * gamma (kept: two do not pay for gamma^2), summed, times alpha."""
+    alpha, gamma = Leaf("challenge", 3, col=0), Leaf("challenge", 3, col=3)
+    col = [Leaf("cm", 1, stage=1, col=k) for k in range(9)]
+    ops: list[Op] = []
+    outs = []
+    for ch, (a, b) in [(alpha, (0, 1)), (alpha, (2, 3)), (alpha, (4, 5)), (gamma, (6, 7)), (gamma, (8, 0))]:
+        n = len(ops)
+        ops += [Op("mul", "31", ch, col[a], 3), Op("add", "31", Val(n, 3), col[b], 3), Op("mul", "33", Val(n + 1, 3), ch, 3)]
+        outs.append(n + 2)
+    acc = outs[0]
+    for o in outs[1:]:
+        ops.append(Op("add", "33", Val(acc, 3), Val(o, 3), 3))
+        acc = len(ops) - 1
+    ops.append(Op("mul", "33", Val(acc, 3), alpha, 3))
+    return KernelIR(0, True, tuple(ops))
+
+
+@needs_gxx
+def test_a_challenges_denominators_are_distributed_on_the_value_path_only() -> None:
+    """emit.distributed: the three alpha denominators are sq0 = alpha^2 once, then alpha^2 * a +
+    alpha * b each (6 base products instead of 9); the two gamma ones and the final product are as
+    the IR says; the exact program keeps the IR's order. The kernel, compiled as host C++, against
+    the oracle on the edge-heavy mix, with a zero Q on a quarter of the rows (the exact program's)."""
+    from codegen.check import reference as ref
+    from codegen.emit import DISTRIBUTE_MIN, distributed
+    from codegen.model import parse_starkinfo
+    assert DISTRIBUTE_MIN == 3
+    ir = _dist_q()
+    pl = plan(ir, 0)
+    assert sorted(distributed(ir, pl, 0)) == [2, 5, 8]
+    si = parse_starkinfo(SI_DIST, "dist.starkinfo.json")
+    files = render(KernelSource("dist", ir, pl, [], "0123456789abcdef" * 4))
+    [q] = [t for n, t in files.items() if "exps_fast_ok(" in t]
+    body = q.split("// Per-row work", 1)[1]
+    alpha_c = "gl3_make(EXPS_LD(X.challenges + 0), EXPS_LD(X.challenges + 1), EXPS_LD(X.challenges + 2))"
+    assert body.count(f"const gl3 sq0 = gl3_mul_v({alpha_c}, {alpha_c});") == 1 and "sq1" not in body
+    assert body.count("gl3_acc_mul31(sq0, ") == 3 and body.count(f"gl3_acc_mul31({alpha_c}, ") == 3
+    assert all(f" v{i} = " not in body and f" a{i} = " not in body for i in (0, 1, 3, 4, 6, 7))
+    assert " a9 = " in body or " v9 = " in body         # gamma's first product of a sum: as the IR says
+    rng = np.random.default_rng(7)
+    buf = hostcheck.make_buffers(si, EDGE_N_EXT, 8, rng)
+    cols = buf.aux[buf.off_ext[1]: buf.off_ext[1] + 9 * EDGE_N_EXT].reshape(9, EDGE_N_EXT)
+    cols[:, ::4] = 0
+    ch = buf.scalars["challenges"]
+    kind = {"11": ref.OPS_11, "31": ref.OPS_31, "33": ref.OPS_33}
+    arith = {"add": ref.ARITH_ADD, "mul": ref.ARITH_MUL}
+    vals: list = []
+
+    def load(a):
+        if isinstance(a, Val):
+            return vals[a.id]
+        if a.kind == "challenge":
+            return tuple(np.full(EDGE_N_EXT, ch[a.col + d], dtype=np.uint64) for d in range(3))
+        return (cols[a.col],)
+    for op in ir.ops:
+        vals.append(ref.apply_op(kind[op.shape], arith[op.arith], load(op.a), load(op.b)))
+    want = np.array(vals[-1], dtype=np.uint64)
+    zero = want[:, ::4]
+    assert ((zero == 0) | (zero == P_)).all() and (zero == P_).any()
+    assert ((want >= EPS_) & (want < P_)).all(axis=0).sum() > EDGE_N_EXT // 2
+    with tempfile.TemporaryDirectory(prefix="exps-dist-") as d:
+        lib = hostcheck._load(hostcheck.build_host_library(files, Path(d)))
+        mem = hostcheck.HostMem()
+        got = hostcheck.run_q(lib, buf, buf.bind(mem), mem, EDGE_N_EXT).copy()
+    assert np.array_equal(got, want)
