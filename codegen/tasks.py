@@ -256,7 +256,8 @@ def exps_tasks(s: Settings, emit_only: bool = False):
                    "archs": s.archs(), "nvcc": s.nvcc_text()})], "clean": True}
         yield {"basename": s.stage("emit"), "name": key,
                "actions": [(actions.act_emit, [key, str(ir_json), str(tune_json), str(kd / "src"),
-                                         str(manifest), first.content, s.hashed()])],
+                                         str(manifest), first.content, s.hashed(),
+                                         None if emit_only else so_paths])],
                "file_dep": [str(ir_json), str(tune_json), *tmpl], "targets": [str(manifest)],
                "uptodate": [config_changed({"emitter": EMITTER_VERSION, **s.hashed()})],
                "clean": [(_rm_tree, [str(kd / "src")]), (_rm_file, [str(manifest)])]}

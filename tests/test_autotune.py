@@ -571,42 +571,28 @@ def test_the_tune_bounds_a_single_kernel_with_real_nvcc(tmp_path, monkeypatch, b
     assert sum("__launch_bounds__(256, " in ln for ln in lines) == (1 if bound else 0)
 
 
-@pytest.mark.parametrize("bad", ["3); int evil(", -1, 9, 2.5, True, None])
-def test_a_tune_json_bound_that_is_no_block_count_is_refused(tmp_path, bad):
+@pytest.mark.parametrize("field, bad", [("min_blocks", "3); int evil("), ("min_blocks", -1), ("min_blocks", 9),
+                                        ("min_blocks", 2.5), ("min_blocks", True), ("min_blocks", None),
+                                        ("ops_per_chunk", "64"), ("ops_per_chunk", -1), ("ops_per_chunk", None)])
+def test_a_tune_json_emit_cannot_take_is_removed_with_the_kernels_so(tmp_path, field, bad):
     """`min_blocks` reaches the kernel's text: emit takes only a whole number of blocks an SM can
-    hold (0-8) and names the file and the field otherwise."""
+    hold (0-8), and a whole number of ops per chunk, and names the file and the field otherwise.
+    It removes that tune.json, so that the next build tunes again, and the kernel's `.so` files
+    (a failed AIR leaves no `.so` behind); `doit emit` (no .so paths) leaves the provingKey alone."""
     from codegen.build.actions import act_emit
     ir_json, tune_json, man = tmp_path / "ir.json", tmp_path / "tune.json", tmp_path / "k" / "manifest.json"
     act_ir("tiny", f"{TINY}.starkinfo.json", f"{TINY}.expressionsinfo.json", str(ir_json), [])
-    tune_json.write_text(json.dumps({"format": 1, "key": "tiny", "ops_per_chunk": 0, "min_blocks": bad,
-                                     "skip": "", "probes": []}))
-    with pytest.raises(RuntimeError, match=r"tune\.json: 'min_blocks' is .*not a whole number from 0 to 8"):
-        act_emit("tiny", str(ir_json), str(tune_json), str(man.parent / "src"), str(man), "d" * 64,
-                 {"cap": 0, "expr_cap": 0, "slots_cap": 1 << 20})
-    assert not (man.parent / "src").exists() or not any((man.parent / "src").iterdir())
-
-
-@needs_nvcc
-@requires("pk")
-def test_a_bound_after_a_whole_tu_probe_is_also_ccs_tu(tmp_path, monkeypatch):
-    """Issue #15: MultiRangeCheck1's first probe is its whole TU compiled as cc will (content and
-    settings given, sm_90 the only target); the bounded probe then compiles the whole TU with the
-    bound, not the Q kernel alone, so cc, which compiles what the bound won, finds it in the object
-    cache: two device compiles in all, both in the tune."""
-    from codegen.build.actions import act_cc, act_emit
-    launcher, log, ir_json, tune_json, man, content, settings = _tuned_as_cc(tmp_path, monkeypatch, "m", MRC1)
-    t = json.loads(tune_json.read_text())
-    assert t["min_blocks"] == 3 and [p["min_blocks"] for p in t["probes"]] == [0, 3] and t["probed"] is None
-    probes = log.read_text().splitlines()
-    assert len(probes) == 2 and all(" -c -fatbin " in p and p.split()[-3].endswith("/m_q0_x0.cu") for p in probes)
-    assert act_emit("m", str(ir_json), str(tune_json), str(man.parent / "src"), str(man), content, settings)
-    assert "__launch_bounds__(256, 3)" in (man.parent / "src" / "m_q0_x0.cu").read_text()
-    log.unlink()
-    assert act_cc("m", str(man), str(tmp_path / "k" / "obj"), str(tmp_path / "k" / "objs.json"), [90], [], [],
-                  launcher=[str(launcher)])
-    assert json.loads((tmp_path / "k" / "objs.json").read_text())["hits"] == 1
-    assert sorted(x.split()[-3].rsplit("/", 1)[-1] for x in log.read_text().splitlines()) == [
-        "exps_runtime.cpp", "exps_xinv.cu"]
+    want = "not a whole number from 0 to 8" if field == "min_blocks" else "not a whole number of ops"
+    for so_paths in ([str(tmp_path / "Tiny.exps.so")], None):
+        so = tmp_path / "Tiny.exps.so"
+        so.write_bytes(b"\x7fELF")
+        tune = {"format": 1, "key": "tiny", "ops_per_chunk": 0, "min_blocks": 0, "skip": "", "probes": []}
+        tune_json.write_text(json.dumps({**tune, field: bad}))
+        with pytest.raises(RuntimeError, match=rf"tune\.json: '{field}' is .*{want}: removed it"):
+            act_emit("tiny", str(ir_json), str(tune_json), str(man.parent / "src"), str(man), "d" * 64,
+                     {"cap": 0, "expr_cap": 0, "slots_cap": 1 << 20}, so_paths)
+        assert not tune_json.exists() and so.exists() == (so_paths is None)
+        assert not (man.parent / "src").exists() or not any((man.parent / "src").iterdir())
 
 
 def _chunked_after_a_spilling_single(regs: int, single_spill: int, chunk_cost: float) -> at.TuneResult:

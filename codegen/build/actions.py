@@ -420,12 +420,29 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
 
 
 # --------------------------------------------------------------------------------------- emit
+def _bad_tune(tune_json: str, so_paths: list[str] | None, why: str) -> RuntimeError:
+    """A tune.json emit cannot take (not what act_tune writes): it is removed, so that the next
+    build tunes again (doit reruns a task whose target is gone), and so are the kernel's `.so`
+    files (`so_paths`; None for `doit emit`, which never touches the provingKey): a failed AIR
+    leaves no `.so` behind. Returns the error to raise."""
+    Path(tune_json).unlink(missing_ok=True)
+    if so_paths:
+        remove_so(so_paths)
+    gone = " and this kernel's .so files" if so_paths else ""
+    return RuntimeError(f"{tune_json}: {why}: removed it{gone}; the next build tunes again")
+
+
 def act_emit(key: str, ir_json: str, tune_json: str, src_dir: str, manifest: str, content: str,
-             settings: dict) -> bool:
+             settings: dict, so_paths: list[str] | None = None) -> bool:
     d, cov = load_coverage(ir_json)
     t = read_json(Path(tune_json))
     if t is None:
-        raise RuntimeError(f"{tune_json} is missing or unreadable: rerun the build")
+        raise _bad_tune(tune_json, so_paths, "missing or unreadable")
+    opc, mb = t.get("ops_per_chunk"), t.get("min_blocks", 0)
+    if isinstance(opc, bool) or not isinstance(opc, int) or opc < 0:
+        raise _bad_tune(tune_json, so_paths, f"'ops_per_chunk' is {opc!r}, not a whole number of ops")
+    if isinstance(mb, bool) or not isinstance(mb, int) or not 0 <= mb <= MAX_MIN_BLOCKS:
+        raise _bad_tune(tune_json, so_paths, f"'min_blocks' is {mb!r}, not a whole number from 0 to {MAX_MIN_BLOCKS}")
     skip = cov.air_skip or t.get("skip", "")
     src = Path(src_dir)
     doc: dict = {"format": FORMAT, "key": key, "skip": skip, "files": {}}
@@ -433,13 +450,9 @@ def act_emit(key: str, ir_json: str, tune_json: str, src_dir: str, manifest: str
         Path(manifest).unlink(missing_ok=True)
         if not skip:
             assert cov.q is not None
-            pl = plan(cov.q, int(t["ops_per_chunk"]))
+            pl = plan(cov.q, opc)
             sh = source_hash(content, settings)
             pr = t.get("probed")
-            mb = t.get("min_blocks", 0)
-            if isinstance(mb, bool) or not isinstance(mb, int) or not 0 <= mb <= MAX_MIN_BLOCKS:
-                raise RuntimeError(f"{tune_json}: 'min_blocks' is {mb!r}, not a whole number from 0 to "
-                                   f"{MAX_MIN_BLOCKS}: rerun the build")
             ks = KernelSource(key, cov.q, pl, cov.exprs, sh, probed=None if pr is None else tuple(pr),
                               min_blocks=mb)
             if not probed_pays(ks):     # (a few ops: not worth another nvcc run)
