@@ -267,9 +267,11 @@ def _acc_expr(op: Op, names: dict[int, str], acc: dict[int, int]) -> str:
     return f"gl3_acc_subw(gl3_acc_w({x}), {y})"
 
 
-#: a challenge squared pays for itself in a chunk that distributes this many products by it; in the
-#: chunk's text the squares are `const gl3 sq0`, sq1, ... (in the order of their first use)
-DISTRIBUTE_MIN = 3
+#: a challenge squared pays for itself in a chunk that distributes this many products by it (two:
+#: 12 base products as 6 + 6, but a 3x1 product runs fewer instructions than a 3x3 one's share;
+#: H200: Lookup3, Permutation2_6, SimpleRight 1.03x against 3); in the chunk's text the squares
+#: are `const gl3 sq0`, sq1, ... (in the order of their first use)
+DISTRIBUTE_MIN = 2
 
 
 def distributed(ir: KernelIR, pl: Plan, c: int, users: dict[int, int] | None = None) -> dict[int, tuple]:

@@ -342,15 +342,17 @@ SI_DIST = {**SI_EDGE, "name": "Dist", "nStages": 2,
 
 
 def _dist_q() -> KernelIR:
-    """Three denominators (alpha * a_i + b_i) * alpha (distributed: DISTRIBUTE_MIN is 3) and two
-    (gamma * a_i + b_i) * gamma (kept: two do not pay for gamma^2), summed, times alpha."""
+    """Three denominators (alpha * a_i + b_i) * alpha and two (gamma * a_i + b_i) * gamma
+    (distributed: DISTRIBUTE_MIN is 2), one (alpha * a + b) * gamma (another challenge: kept),
+    summed, times alpha."""
     alpha, gamma = Leaf("challenge", 3, col=0), Leaf("challenge", 3, col=3)
     col = [Leaf("cm", 1, stage=1, col=k) for k in range(9)]
     ops: list[Op] = []
     outs = []
-    for ch, (a, b) in [(alpha, (0, 1)), (alpha, (2, 3)), (alpha, (4, 5)), (gamma, (6, 7)), (gamma, (8, 0))]:
+    for ch, (a, b), ch2 in [(alpha, (0, 1), alpha), (alpha, (2, 3), alpha), (alpha, (4, 5), alpha),
+                            (gamma, (6, 7), gamma), (gamma, (8, 0), gamma), (alpha, (1, 2), gamma)]:
         n = len(ops)
-        ops += [Op("mul", "31", ch, col[a], 3), Op("add", "31", Val(n, 3), col[b], 3), Op("mul", "33", Val(n + 1, 3), ch, 3)]
+        ops += [Op("mul", "31", ch, col[a], 3), Op("add", "31", Val(n, 3), col[b], 3), Op("mul", "33", Val(n + 1, 3), ch2, 3)]
         outs.append(n + 2)
     acc = outs[0]
     for o in outs[1:]:
@@ -363,25 +365,28 @@ def _dist_q() -> KernelIR:
 @needs_gxx
 def test_a_challenges_denominators_are_distributed_on_the_value_path_only() -> None:
     """emit.distributed: the three alpha denominators are sq0 = alpha^2 once, then alpha^2 * a +
-    alpha * b each (6 base products instead of 9); the two gamma ones and the final product are as
-    the IR says; the exact program keeps the IR's order. The kernel, compiled as host C++, against
-    the oracle on the edge-heavy mix, with a zero Q on a quarter of the rows (the exact program's)."""
+    alpha * b each (6 base products instead of 9), the two gamma ones likewise with sq1; the one
+    whose two challenges differ and the final product are as the IR says; the exact program keeps
+    the IR's order. The kernel, compiled as host C++, against the oracle on the edge-heavy mix,
+    with a zero Q on a quarter of the rows (the exact program's)."""
     from codegen.check import reference as ref
     from codegen.emit import DISTRIBUTE_MIN, distributed
     from codegen.model import parse_starkinfo
-    assert DISTRIBUTE_MIN == 3
+    assert DISTRIBUTE_MIN == 2
     ir = _dist_q()
     pl = plan(ir, 0)
-    assert sorted(distributed(ir, pl, 0)) == [2, 5, 8]
+    assert sorted(distributed(ir, pl, 0)) == [2, 5, 8, 11, 14]
     si = parse_starkinfo(SI_DIST, "dist.starkinfo.json")
     files = render(KernelSource("dist", ir, pl, [], "0123456789abcdef" * 4))
     [q] = [t for n, t in files.items() if "exps_fast_ok(" in t]
     body = q.split("// Per-row work", 1)[1]
     alpha_c = "gl3_make(EXPS_LD(X.challenges + 0), EXPS_LD(X.challenges + 1), EXPS_LD(X.challenges + 2))"
-    assert body.count(f"const gl3 sq0 = gl3_mul_v({alpha_c}, {alpha_c});") == 1 and "sq1" not in body
-    assert body.count("gl3_acc_mul31(sq0, ") == 3 and body.count(f"gl3_acc_mul31({alpha_c}, ") == 3
-    assert all(f" v{i} = " not in body and f" a{i} = " not in body for i in (0, 1, 3, 4, 6, 7))
-    assert " a9 = " in body or " v9 = " in body         # gamma's first product of a sum: as the IR says
+    gamma_c = "gl3_make(EXPS_LD(X.challenges + 3), EXPS_LD(X.challenges + 4), EXPS_LD(X.challenges + 5))"
+    assert body.count(f"const gl3 sq0 = gl3_mul_v({alpha_c}, {alpha_c});") == 1
+    assert body.count(f"const gl3 sq1 = gl3_mul_v({gamma_c}, {gamma_c});") == 1 and "sq2" not in body
+    assert body.count("gl3_acc_mul31(sq0, ") == 3 and body.count("gl3_acc_mul31(sq1, ") == 2
+    assert all(f" v{i} = " not in body and f" a{i} = " not in body for i in (0, 1, 3, 4, 6, 7, 9, 10, 12, 13))
+    assert all(f" a{i} = " in body or f" v{i} = " in body for i in (15, 16, 17))   # alpha then gamma: kept
     rng = np.random.default_rng(7)
     buf = hostcheck.make_buffers(si, EDGE_N_EXT, 8, rng)
     cols = buf.aux[buf.off_ext[1]: buf.off_ext[1] + 9 * EDGE_N_EXT].reshape(9, EDGE_N_EXT)
