@@ -234,38 +234,38 @@ def compile_kernel(src: Path, files: list[str], kernels: dict[str, list[str]], o
             "host_hits": int(table[1]) + int(runtime[1])}
 
 
-def chunk_stats(key: str, pl: Plan, reports: list[dict]) -> tuple[list[int], int]:
-    """Per chunk kernel: max registers over archs; total spill bytes of the Q kernels that spill
-    (store more than `autotune.SPILL_SLACK_BYTES` on an arch: below that, ptxas's own trade of a
-    word for occupancy, which the tune counts as none). `reports` are those of kernel `key`'s TUs
-    (or probes): its Q chunk kernels are the names of the form `emit.Q_KERNEL_RE` (their digest is
-    of their content, not of `key`)."""
-    regs = [0] * pl.n_chunks
-    spills = 0
+def _q_kernel_stats(pl: Plan, reports: list[dict]):
+    """(chunk, ptxas stats of one arch) for every Q chunk kernel of plan `pl` in `reports` (those of
+    a kernel's TUs or probes): its Q chunk kernels are the names of the form `emit.Q_KERNEL_RE`
+    (their digest is of their content, not of the kernel key)."""
     for rep in reports:
         for name, per_arch in rep.items():
             m = Q_KERNEL_RE.search(name)
             if m and int(m[1]) < pl.n_chunks:
-                c = int(m[1])
                 for st in per_arch.values():
-                    regs[c] = max(regs[c], int(st.get("registers", 0)))
-                    stores = int(st.get("spill_stores", 0))
-                    if stores > SPILL_SLACK_BYTES:
-                        spills += stores + int(st.get("spill_loads", 0))
+                    yield int(m[1]), st
+
+
+def chunk_stats(key: str, pl: Plan, reports: list[dict]) -> tuple[list[int], int]:
+    """Per chunk kernel: max registers over archs; total spill bytes of the Q kernels that spill
+    (store more than `autotune.SPILL_SLACK_BYTES` on an arch: below that, ptxas's own trade of a
+    word for occupancy, which the tune counts as none). `reports` are those of kernel `key`'s TUs
+    (or probes)."""
+    regs = [0] * pl.n_chunks
+    spills = 0
+    for c, st in _q_kernel_stats(pl, reports):
+        regs[c] = max(regs[c], int(st.get("registers", 0)))
+        stores = int(st.get("spill_stores", 0))
+        if stores > SPILL_SLACK_BYTES:
+            spills += stores + int(st.get("spill_loads", 0))
     return regs, spills
 
 
 def slack_stores(pl: Plan, reports: list[dict]) -> int:
     """Spill stores (bytes) of the Q kernels that `chunk_stats` counts as none: ptxas's own trade
     of a word or two for occupancy (at most `autotune.SPILL_SLACK_BYTES` on an arch)."""
-    n = 0
-    for rep in reports:
-        for name, per_arch in rep.items():
-            m = Q_KERNEL_RE.search(name)
-            if m and int(m[1]) < pl.n_chunks:
-                n += sum(s for st in per_arch.values()
-                         if 0 < (s := int(st.get("spill_stores", 0))) <= SPILL_SLACK_BYTES)
-    return n
+    return sum(s for _, st in _q_kernel_stats(pl, reports)
+               if 0 < (s := int(st.get("spill_stores", 0))) <= SPILL_SLACK_BYTES)
 
 
 #: a plan of more chunk kernels than this is probed through PROBE_SAMPLE representatives
@@ -364,7 +364,13 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
             n_probed = [0]
             with Heartbeat(f"tune {key} ({len(q.ops)} Q ops, sm_{arch})") as hb:
                 sampled: dict[int, list[int]] = {}
-                slack: dict[tuple[int, int], int] = {}      # (ops per chunk, bound): slack_stores
+                single_slack = [0]      # slack_stores of the unbounded single kernel's probe
+
+                def measured(pl: Plan, min_blocks: int, got: dict) -> tuple[list[int], int]:
+                    reports = [r for _, r, _ in got.values()]
+                    if pl.ops_per_chunk == 0 and not min_blocks:
+                        single_slack[0] = slack_stores(pl, reports)
+                    return chunk_stats(key, pl, reports)
 
                 def compile_plan(pl: Plan, min_blocks: int = 0) -> tuple[list[int], int]:
                     n_probed[0] += 1
@@ -386,9 +392,7 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
                     if tu is not None:
                         got = compile_tus(stage_sources(tu, sub), sub / "obj", compile_options(archs, cache),
                                           cache, launcher)
-                        reports = [r for _, r, _ in got.values()]
-                        slack[(pl.ops_per_chunk, min_blocks)] = slack_stores(ks.plan, reports)
-                        return chunk_stats(key, ks.plan, reports)
+                        return measured(ks.plan, min_blocks, got)
                     if len(reps) < ks.plan.n_chunks:
                         sampled[pl.ops_per_chunk] = reps
                     if as_cc:
@@ -396,13 +400,11 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
                     tus = stage_sources(render_probe(ks, reps), sub)
                     got = compile_tus(tus, sub / "obj", compile_options(archs, cache) if as_cc
                                       else prelude.options(cubin, cache), cache, launcher)
-                    reports = [r for _, r, _ in got.values()]
-                    slack[(pl.ops_per_chunk, min_blocks)] = slack_stores(ks.plan, reports)
-                    regs, spills = chunk_stats(key, ks.plan, reports)
+                    regs, spills = measured(ks.plan, min_blocks, got)
                     return fill_unprobed(ks.q, ks.plan, regs, reps), spills
 
                 res = tune(q, compile_plan, slots_cap=slots_cap)
-                bound_single(q, res, lambda b: compile_plan(plan(q, 0), min_blocks=b), slack.get((0, 0), 0))
+                bound_single(q, res, lambda b: compile_plan(plan(q, 0), min_blocks=b), single_slack[0])
                 res.arch = arch
                 doc["sampled"] = {str(k): v for k, v in sorted(sampled.items())}
                 # (none when the chosen plan was the first probe, compiled as the kernel's whole TU)
