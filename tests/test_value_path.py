@@ -213,12 +213,16 @@ def edge():
     return si, ks, files, buf, want, start
 
 
-def _run_edge(edge, files) -> np.ndarray:
-    buf = edge[3]
-    with tempfile.TemporaryDirectory(prefix="exps-edge-") as d:
+def _run_host(files, buf) -> np.ndarray:
+    """The Q words `files` (a kernel's sources, compiled as host C++) write over `buf`'s NExt rows."""
+    with tempfile.TemporaryDirectory(prefix="exps-vpath-") as d:
         lib = hostcheck._load(hostcheck.build_host_library(files, Path(d)))
         mem = hostcheck.HostMem()
         return hostcheck.run_q(lib, buf, buf.bind(mem), mem, EDGE_N_EXT).copy()
+
+
+def _run_edge(edge, files) -> np.ndarray:
+    return _run_host(files, edge[3])
 
 
 @needs_gxx
@@ -280,9 +284,9 @@ def _neg_one_q() -> KernelIR:
     ))
 
 
-def _oracle_words(ir: KernelIR, cols: np.ndarray) -> np.ndarray:
-    """The production words of `ir` over columns `cols` (9 x rows), op by op with the numpy
-    oracle's op semantics (codegen.check.reference.apply_op, spec §1.4)."""
+def _oracle_words(ir: KernelIR, cols: np.ndarray, challenges: np.ndarray | None = None) -> np.ndarray:
+    """The production words of `ir` over columns `cols` (9 x rows) and the `challenges` buffer, op
+    by op with the numpy oracle's op semantics (codegen.check.reference.apply_op, spec §1.4)."""
     from codegen.check import reference as ref
     kind = {"11": ref.OPS_11, "31": ref.OPS_31, "33": ref.OPS_33}
     arith = {"add": ref.ARITH_ADD, "sub": ref.ARITH_SUB, "mul": ref.ARITH_MUL}
@@ -293,6 +297,8 @@ def _oracle_words(ir: KernelIR, cols: np.ndarray) -> np.ndarray:
             return vals[a.id]
         if a.kind == "number":
             return (np.full(n, a.value, dtype=np.uint64),)
+        if a.kind == "challenge":
+            return tuple(np.full(n, challenges[a.col + d], dtype=np.uint64) for d in range(a.dim))
         return tuple(cols[a.col + d] for d in range(a.dim))
     vals: list = []
     for op in ir.ops:
@@ -328,11 +334,7 @@ def test_products_by_minus_one_and_one_are_a_negation_and_a_copy_on_the_value_pa
     zero = want[:, ::4]
     assert ((zero == 0) | (zero == P_)).all() and (zero == P_).any()      # zero, in both encodings
     assert ((want >= EPS_) & (want < P_)).all(axis=0).sum() > EDGE_N_EXT // 2     # the fast path's rows
-    with tempfile.TemporaryDirectory(prefix="exps-negone-") as d:
-        lib = hostcheck._load(hostcheck.build_host_library(files, Path(d)))
-        mem = hostcheck.HostMem()
-        got = hostcheck.run_q(lib, buf, buf.bind(mem), mem, EDGE_N_EXT).copy()
-    assert np.array_equal(got, want)
+    assert np.array_equal(_run_host(files, buf), want)
 
 
 # ------------------------------------- (ch * a + b) * ch as ch^2 * a + ch * b on the value path
@@ -369,7 +371,6 @@ def test_a_challenges_denominators_are_distributed_on_the_value_path_only() -> N
     whose two challenges differ and the final product are as the IR says; the exact program keeps
     the IR's order. The kernel, compiled as host C++, against the oracle on the edge-heavy mix,
     with a zero Q on a quarter of the rows (the exact program's)."""
-    from codegen.check import reference as ref
     from codegen.emit import DISTRIBUTE_MIN, distributed
     from codegen.model import parse_starkinfo
     assert DISTRIBUTE_MIN == 2
@@ -391,25 +392,8 @@ def test_a_challenges_denominators_are_distributed_on_the_value_path_only() -> N
     buf = hostcheck.make_buffers(si, EDGE_N_EXT, 8, rng)
     cols = buf.aux[buf.off_ext[1]: buf.off_ext[1] + 9 * EDGE_N_EXT].reshape(9, EDGE_N_EXT)
     cols[:, ::4] = 0
-    ch = buf.scalars["challenges"]
-    kind = {"11": ref.OPS_11, "31": ref.OPS_31, "33": ref.OPS_33}
-    arith = {"add": ref.ARITH_ADD, "mul": ref.ARITH_MUL}
-    vals: list = []
-
-    def load(a):
-        if isinstance(a, Val):
-            return vals[a.id]
-        if a.kind == "challenge":
-            return tuple(np.full(EDGE_N_EXT, ch[a.col + d], dtype=np.uint64) for d in range(3))
-        return (cols[a.col],)
-    for op in ir.ops:
-        vals.append(ref.apply_op(kind[op.shape], arith[op.arith], load(op.a), load(op.b)))
-    want = np.array(vals[-1], dtype=np.uint64)
+    want = _oracle_words(ir, cols, buf.scalars["challenges"])
     zero = want[:, ::4]
     assert ((zero == 0) | (zero == P_)).all() and (zero == P_).any()
     assert ((want >= EPS_) & (want < P_)).all(axis=0).sum() > EDGE_N_EXT // 2
-    with tempfile.TemporaryDirectory(prefix="exps-dist-") as d:
-        lib = hostcheck._load(hostcheck.build_host_library(files, Path(d)))
-        mem = hostcheck.HostMem()
-        got = hostcheck.run_q(lib, buf, buf.bind(mem), mem, EDGE_N_EXT).copy()
-    assert np.array_equal(got, want)
+    assert np.array_equal(_run_host(files, buf), want)
