@@ -14,7 +14,7 @@ WAVES=${WAVES:-132,264,396,512,528,660,792,1056,1584,2112,3168}
 if [ "${SWEEP_S:-330}" -gt 0 ]; then
   echo "$(el) sweep" | tee -a "$S"
   timeout "${SWEEP_S:-330}" python3 bench/sweep.py --pk provingkey-sample $(ls -d .pk/*/provingKey | sed 's/^/--pk /') \
-    --rows 22 --reps 5 --min-ops "${MIN_OPS:-60}" --max-chunk 128 --waves "$WAVES" --out "$OUT" \
+    --rows 22 --reps 5 --min-ops "${MIN_OPS:-60}" --max-chunk "${MAX_CHUNK:-128}" --waves "$WAVES" --out "$OUT" \
     --budget-s $(( ${SWEEP_S:-330} - 20 )) > "$OUT/sweep.log" 2>&1
   echo "rc $?" | tee -a "$S"; tail -30 "$OUT/sweep.log" | tee -a "$S"
 fi

@@ -20,7 +20,6 @@ import json
 import logging
 import os
 import shutil
-import statistics
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -268,34 +267,45 @@ def slack_stores(pl: Plan, reports: list[dict]) -> int:
                if 0 < (s := int(st.get("spill_stores", 0))) <= SPILL_SLACK_BYTES)
 
 
-#: a plan of more chunk kernels than this is probed through PROBE_SAMPLE representatives
+#: a plan of more chunk kernels than PROBE_SAMPLE + 2 is probed through PROBE_SAMPLE evenly spaced
+#: chunks and the one of the highest estimated registers
 PROBE_SAMPLE = 4
 
 
 def representatives(q: KernelIR, pl: Plan) -> list[int]:
-    """The chunks a probe compiles: all of a small plan; of a large one, the PROBE_SAMPLE - 1
-    with the highest estimated registers (live words and ops: autotune.estimated_regs) and the
-    last one (it writes q). Compiling ~4 chunks instead of a hundred is what makes the tune of a
-    large Q cost a few seconds (issue #15)."""
-    if pl.n_chunks <= PROBE_SAMPLE + 2:
-        return list(range(pl.n_chunks))
+    """The chunks a probe compiles: all of a small plan; of a large one, PROBE_SAMPLE chunks evenly
+    spaced from the first to the last (it writes q), a sample of the plan's register counts, and the
+    one with the highest estimated registers (live words and ops: autotune.estimated_regs), the
+    likeliest to spill. Compiling ~5 chunks instead of a hundred is what makes the tune of a large
+    Q cost a few seconds (issue #15). (Before 0.18.4: the 3 highest estimates and the last, a sample
+    of the heaviest chunks only: with `fill_unprobed` scaling every estimate by their ratio, the
+    sample's Large took 64-op chunks, 1.17x slower on the H200 than 128 and 1.12x than 96;
+    docs/BENCHMARKS.md "Session 14", tests/test_autotune.py.)"""
+    n = pl.n_chunks
+    if n <= PROBE_SAMPLE + 2:
+        return list(range(n))
     est = estimated_regs(q, pl)
-    top = sorted(range(pl.n_chunks), key=lambda c: (-est[c], c))[:PROBE_SAMPLE - 1]
-    return sorted(set(top) | {pl.n_chunks - 1})
+    top = min(range(n), key=lambda c: (-est[c], c))
+    return sorted({round(i * (n - 1) / (PROBE_SAMPLE - 1)) for i in range(PROBE_SAMPLE)} | {top})
 
 
 def fill_unprobed(q: KernelIR, pl: Plan, regs: list[int], probed: list[int]) -> list[int]:
-    """Registers of the chunks a probe did not compile: their estimate scaled by the median
-    measured / estimated ratio of the probed ones. (The largest ratio, used before, overrated the
-    unprobed chunks: on the sample's Large every chunk compiled said 97 registers on average for the
-    96-op plan, the largest-ratio fill 128, so the tuner took 48-op chunks, which the model with the
-    true registers ranks third, and the H200 sweep 7-13% slower; bench/data/allregs-large.json,
-    tests/test_autotune.py.)"""
+    """Registers of the chunks a probe did not compile: the probed chunks' registers as a sample of
+    the plan's, handed out by estimate rank (the unprobed chunk of the j-th lowest estimate of m gets
+    the (j * k // m)-th lowest of the k measured counts). ptxas's registers are a poor function of
+    the IR's live words and ops (correlation 0.64 over the 519 chunk kernels of the session-14 H200
+    sweep, 57-212 registers where the estimate says 65-106 on Large's 96-op plan), so a chunk's own
+    estimate scaled by a measured ratio (before 0.18.4) put most of Large's chunks one or two
+    occupancy steps too low; the sample's distribution keeps the blocks per SM the plan has."""
     if len(probed) == pl.n_chunks:
         return regs
     est = estimated_regs(q, pl)
-    k = statistics.median(regs[c] / est[c] for c in probed if est[c] > 0)
-    return [regs[c] if c in probed else min(MAX_REGS, round(est[c] * k)) for c in range(pl.n_chunks)]
+    vals = sorted(regs[c] for c in probed)
+    rest = sorted((c for c in range(pl.n_chunks) if c not in set(probed)), key=lambda c: (est[c], c))
+    out = list(regs)
+    for j, c in enumerate(rest):
+        out[c] = vals[j * len(vals) // len(rest)]
+    return out
 
 
 def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], chunk: int | None,
