@@ -269,14 +269,14 @@ def slack_stores(pl: Plan, reports: list[dict]) -> int:
 
 #: a plan of more chunk kernels than PROBE_SAMPLE + 2 is probed through PROBE_SAMPLE evenly spaced
 #: chunks and the one of the highest estimated registers
-PROBE_SAMPLE = 4
+PROBE_SAMPLE = 3
 
 
 def representatives(q: KernelIR, pl: Plan) -> list[int]:
     """The chunks a probe compiles: all of a small plan; of a large one, PROBE_SAMPLE chunks evenly
     spaced from the first to the last (it writes q), a sample of the plan's register counts, and the
     one with the highest estimated registers (live words and ops: autotune.estimated_regs), the
-    likeliest to spill. Compiling ~5 chunks instead of a hundred is what makes the tune of a large
+    likeliest to spill. Compiling 4 chunks instead of a hundred is what makes the tune of a large
     Q cost a few seconds (issue #15). (Before 0.18.4: the 3 highest estimates and the last, a sample
     of the heaviest chunks only: with `fill_unprobed` scaling every estimate by their ratio, the
     sample's Large took 64-op chunks, 1.17x slower on the H200 than 128 and 1.12x than 96;

@@ -61,8 +61,15 @@ class CostModel:
     H200 at full efficiency)."""
 
     ADD: float = 0.1           # a base-field add/sub, relative to a multiplication
-    WORD: float = 0.41         # a scratch word stored or loaded
-    CHUNK: float = 0.21        # per-row cost of one more chunk kernel (prologue, addressing)
+    #: a scratch word stored or loaded: 8 B at the copy bandwidth (4,272 GB/s) is 1.87 ps, one
+    #: multiplication's time. 1.0 and CHUNK 2.0 since session 14 (0.41 and 0.21, session 3's fit,
+    #: before): replaying the tuner on the session-14 sweep (bench/data/sweep-h200-s14.json, with
+    #: its register sampling) and on sessions 3 and 4's, chosen / fastest 1.0066 / 1.0019 / 1.0007
+    #: on average (1.0081 / 1.0019 / 1.0059 before; never worse on an AIR): fewer, larger chunks
+    #: where they read and hand over less (SpecifiedRanges 2 chunks instead of 3, 1.03x); the same
+    #: choices for CHUNK 2-4 and WORD 0.8-1.0 (tests/test_costmodel.py)
+    WORD: float = 1.0
+    CHUNK: float = 2.0         # per-row cost of one more chunk kernel (prologue, addressing)
     OCC_SAT: float = 0.3125    # occupancy above which more resident threads stop helping
     #: below OCC_SAT time grows as (OCC_SAT / occ) ** OCC_EXP: a chunk of many independent chains
     #: hides latency with fewer threads than 1 / occ says. 0.6 (session 4): replaying the tuner on
