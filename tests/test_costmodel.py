@@ -82,3 +82,8 @@ def test_tuner_replayed_on_the_session_14_sweep() -> None:
     assert sum(ratios.values()) / len(ratios) <= 1.005, ratios
     assert {air for air, r in ratios.items() if r > 1.0} == {"connection/ConnectionNew"}, ratios
     assert ratios["connection/ConnectionNew"] <= 1.085, ratios
+    # a neighbour that cannot beat the best even at full occupancy is not compiled: 28 probes for
+    # the 19 AIRs (31 when every neighbour is compiled: ConnectionNew, Intermediates and
+    # SpecifiedRanges one each), the same choices
+    assert sum(len(t.probes) for t, _, _ in got.values()) == 28
+    assert [p.ops_per_chunk for p in got["connection/ConnectionNew"][0].probes] == [96, 128]   # not 64
