@@ -300,8 +300,8 @@ def fill_unprobed(q: KernelIR, pl: Plan, regs: list[int], probed: list[int]) -> 
     if len(probed) == pl.n_chunks:
         return regs
     est = estimated_regs(q, pl)
-    vals = sorted(regs[c] for c in probed)
-    rest = sorted((c for c in range(pl.n_chunks) if c not in set(probed)), key=lambda c: (est[c], c))
+    vals, seen = sorted(regs[c] for c in probed), set(probed)
+    rest = sorted((c for c in range(pl.n_chunks) if c not in seen), key=lambda c: (est[c], c))
     out = list(regs)
     for j, c in enumerate(rest):
         out[c] = vals[j * len(vals) // len(rest)]
