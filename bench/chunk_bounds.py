@@ -12,24 +12,19 @@ Prints per chunk the registers unbounded / bounded and per build the times; writ
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import re
-import statistics
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import numpy as np  # noqa: E402
-
-from bench.sweep import gpu_words  # noqa: E402
+from bench.sweep import launch_lib, q_inputs, timed_launch  # noqa: E402
 from codegen.build import toolchain as tc  # noqa: E402
 from codegen.build.actions import _q_kernel_stats, compile_kernel, compile_options, stage_sources  # noqa: E402
 from codegen.build.autotune import BLOCK, MAX_MIN_BLOCKS, SPILL_SLACK_BYTES, occupancy  # noqa: E402
 from codegen.build.cache import ObjectCache  # noqa: E402
-from codegen.check.hostcheck import STEP_FIELDS, ext_offsets  # noqa: E402
 from codegen.coverage import cover  # noqa: E402
 from codegen.discover import discover, kernels  # noqa: E402
 from codegen.emit import KernelSource, render, tu_kernels  # noqa: E402
@@ -97,37 +92,16 @@ def main() -> int:
                  f" (bound {r['tried']} stores {r['tried_stores']} B: kept unbounded)" if r["tried"] else ""))
     import cupy as cp
     n_ext = 1 << a.rows
-    off, off_zi, pos = ext_offsets(si, n_ext)
-    aux, cst, scal = gpu_words(cp, pos, 1), gpu_words(cp, max(si.n_constants, 1) * n_ext, 2), gpu_words(cp, 4096, 3)
-    fields = {f: 0 for f in STEP_FIELDS}
-    fields.update(aux_trace=int(aux.data.ptr), trace=int(aux.data.ptr), pConstPolsExtendedTreeAddress=int(cst.data.ptr))
-    for f in ("publicInputs", "challenges", "evals", "airValues", "airgroupValues", "proofValues"):
-        fields[f] = int(scal.data.ptr)
-    steps = cp.asarray(np.array([fields[f] for f in STEP_FIELDS], dtype=np.uint64))
+    steps, off, off_zi, keep = q_inputs(cp, si, n_ext)
     qbuf = cp.zeros(3 * n_ext, dtype=cp.uint64)
     slots = max(ks.plan.total_slots, 1)
     scratch = cp.zeros(slots * n_ext, dtype=cp.uint64)
-    start, stop = cp.cuda.Event(), cp.cuda.Event()
-    u64, vp = ctypes.c_uint64, ctypes.c_void_p
 
     def timed(so: Path, wave_blocks: int) -> tuple[float, bytes]:
-        lib = ctypes.CDLL(str(so))
-        lib.exps_launch.argtypes = [vp, vp, vp, u64, u64, u64, u64, u64, u64, vp]
         args = (int(steps.data.ptr), int(qbuf.data.ptr), int(scratch.data.ptr), slots * 256 * wave_blocks, n_ext,
                 off[1], off[2], off.get(3, 0), off_zi, None)
         qbuf.fill(0)
-        for _ in range(3):
-            lib.exps_launch(*args)
-        cp.cuda.Device().synchronize()
-        words = cp.asnumpy(qbuf).tobytes()
-        ts = []
-        for _ in range(a.reps):
-            start.record()
-            lib.exps_launch(*args)
-            stop.record()
-            stop.synchronize()
-            ts.append(cp.cuda.get_elapsed_time(start, stop))
-        return statistics.median(ts), words
+        return timed_launch(cp, launch_lib(so), args, a.reps, lambda: cp.asnumpy(qbuf).tobytes())
 
     res = {"air": a.air, "chunk": a.chunk, "chunks": rows, "times": {}}
     for wave in (2048, n_ext // 256):

@@ -89,6 +89,47 @@ def gpu_words(cp, n, rng_seed):
     return w
 
 
+def q_inputs(cp, si, n_ext: int):
+    """One AIR's Q inputs on the device at `n_ext` extended rows, words from `gpu_words`: the
+    StepsParams array, the column offsets, the zerofier's, and the buffers it points into (keep
+    them alive while the StepsParams is used)."""
+    off, off_zi, pos = ext_offsets(si, n_ext)
+    aux, cst, scal = gpu_words(cp, pos, 1), gpu_words(cp, max(si.n_constants, 1) * n_ext, 2), gpu_words(cp, 4096, 3)
+    fields = {f: 0 for f in STEP_FIELDS}
+    fields.update(aux_trace=int(aux.data.ptr), trace=int(aux.data.ptr),
+                  pConstPolsExtendedTreeAddress=int(cst.data.ptr))
+    for f in ("publicInputs", "challenges", "evals", "airValues", "airgroupValues", "proofValues"):
+        fields[f] = int(scal.data.ptr)
+    steps = cp.asarray(np.array([fields[f] for f in STEP_FIELDS], dtype=np.uint64))
+    return steps, off, off_zi, (aux, cst, scal)
+
+
+def launch_lib(so) -> ctypes.CDLL:
+    """A `.so` loaded with exps_launch's argument types."""
+    lib = ctypes.CDLL(str(so))
+    u64, vp = ctypes.c_uint64, ctypes.c_void_p
+    lib.exps_launch.argtypes = [vp, vp, vp, u64, u64, u64, u64, u64, u64, vp]
+    return lib
+
+
+def timed_launch(cp, lib, args: tuple, reps: int, after_warmup, warmup: int = 3):
+    """`warmup` exps_launch(*args), then what after_warmup() returns (the device synchronized: q as
+    the launches left it), then the median ms of `reps` launches (CUDA events, each synchronized)."""
+    for _ in range(warmup):
+        lib.exps_launch(*args)
+    cp.cuda.Device().synchronize()
+    got = after_warmup()
+    start, stop = cp.cuda.Event(), cp.cuda.Event()
+    ts = []
+    for _ in range(reps):
+        start.record()
+        lib.exps_launch(*args)
+        stop.record()
+        stop.synchronize()
+        ts.append(cp.cuda.get_elapsed_time(start, stop))
+    return statistics.median(ts), got
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--pk", action="append", required=True)
@@ -143,48 +184,26 @@ def main() -> int:
     by_air: dict[str, list] = {}
     for j, b in zip(jobs, built):
         by_air.setdefault(j[0], []).append((j, b))
-    start, stop = cp.cuda.Event(), cp.cuda.Event()
     for name, entries in by_air.items():
         if time.monotonic() - t0 > a.budget_s:
             print(f"budget spent: {name} and later AIRs not timed", flush=True)
             break
         si, q = entries[0][0][2], entries[0][0][3]
-        off, off_zi, pos = ext_offsets(si, n_ext)
-        aux = gpu_words(cp, pos, 1)
-        cst = gpu_words(cp, max(si.n_constants, 1) * n_ext, 2)
-        scal = gpu_words(cp, 4096, 3)
-        fields = {f: 0 for f in STEP_FIELDS}
-        fields.update(aux_trace=int(aux.data.ptr), trace=int(aux.data.ptr),
-                      pConstPolsExtendedTreeAddress=int(cst.data.ptr))
-        for f in ("publicInputs", "challenges", "evals", "airValues", "airgroupValues", "proofValues"):
-            fields[f] = int(scal.data.ptr)
-        steps = cp.asarray(np.array([fields[f] for f in STEP_FIELDS], dtype=np.uint64))
+        steps, off, off_zi, keep = q_inputs(cp, si, n_ext)
         qbuf = cp.zeros(3 * n_ext, dtype=cp.uint64)
         wts = gpu_words(cp, 3 * n_ext, 4) | cp.uint64(1)
         max_slots = max(b[0].total_slots for _, b in entries)
         scratch = cp.zeros(max(max_slots, 1) * max(waves + [512]) * 256, dtype=cp.uint64)
         ref = None
         for (j, (pl, regs, spills, so, qk, variants)) in entries:
-            lib = ctypes.CDLL(str(so))
-            u64, vp = ctypes.c_uint64, ctypes.c_void_p
-            lib.exps_launch.argtypes = [vp, vp, vp, u64, u64, u64, u64, u64, u64, vp]
+            lib = launch_lib(so)
+
             def timed(w, lib=lib):
                 elems = max(pl.total_slots, 1) * 256 * w
                 args = (int(steps.data.ptr), int(qbuf.data.ptr), int(scratch.data.ptr), elems, n_ext,
                         off[1], off[2], off.get(3, 0), off_zi, None)
-                qbuf.fill(0)
-                for _ in range(3):
-                    lib.exps_launch(*args)
-                cp.cuda.Device().synchronize()
-                h = int(cp.sum(qbuf * wts))     # a weighted sum mod 2^64 on the device
-                ts = []
-                for _ in range(a.reps):
-                    start.record()
-                    lib.exps_launch(*args)
-                    stop.record()
-                    stop.synchronize()
-                    ts.append(cp.cuda.get_elapsed_time(start, stop))
-                return statistics.median(ts), h
+                qbuf.fill(0)     # the hash: a weighted sum mod 2^64 on the device
+                return timed_launch(cp, lib, args, a.reps, lambda: int(cp.sum(qbuf * wts)))
             ms, h = timed(512)
             if ref is None:
                 ref = h
@@ -192,9 +211,7 @@ def main() -> int:
             by_wave = {}
             var_ms = {}
             for vname, vso in variants.items():
-                lib_v = ctypes.CDLL(str(vso))
-                lib_v.exps_launch.argtypes = lib.exps_launch.argtypes
-                var_ms[vname], hv = timed(512, lib_v)
+                var_ms[vname], hv = timed(512, launch_lib(vso))
                 same = same and hv == ref
             if pl.n_chunks > 1:
                 for w in waves:
@@ -209,7 +226,7 @@ def main() -> int:
             print(f"{name:<40} opc {j[4]:>5} chunks {pl.n_chunks:>4} slots {pl.total_slots:>4} "
                   f"regs {max(regs):>3} spill {spills:>5} {ms:8.3f} ms"
                   f"{''.join(f' ({v} {t:.3f})' for v, t in var_ms.items())} {'' if same else 'Q DIFFERS'}", flush=True)
-        del aux, cst, qbuf, scratch, wts
+        del keep, qbuf, scratch, wts
         cp.get_default_memory_pool().free_all_blocks()
         (out / "sweep.json").write_text(json.dumps({"rows": a.rows, "results": results, "partial": True}))
     # the autotuner's own choice (its probe compiles hit the cache filled above)
