@@ -364,24 +364,15 @@ def _replay_with_sampling(sweep: dict, irs: dict, reps, fill, m: at.CostModel = 
     """Per AIR of an H200 sweep (every chunk kernel's ptxas registers recorded): the tuner's choice
     when each probe sees only the registers of `reps(q, plan)` and `fill` makes up the rest, and
     that choice's time over the sweep's fastest (chunked plans at the launcher's 2048-block waves)."""
-    from codegen.build.autotune import tune
-    out = {}
-    for air in sorted({r["air"] for r in sweep["results"]}):
-        rs = {r["ops_per_chunk"]: r for r in sweep["results"] if r["air"] == air}
-        q = irs[air.split("/")[-1]]
+    from bench.replay_tune import replay
 
-        def probe(pl, rs=rs, q=q):
-            r = rs.get(pl.ops_per_chunk)
-            if r is None:
-                return [256] * pl.n_chunks, 1
-            ks = KernelSource("k", q, pl, [], "0" * 64)
-            assert ks.plan.n_chunks == len(r["regs"]), "the planner changed since the sweep"
-            got = reps(ks.q, ks.plan)
-            return fill(ks.q, ks.plan, [g if i in got else 0 for i, g in enumerate(r["regs"])], got), r["spills"]
-        t = at.tune(q, probe, m=m)
-        ms = {c: (r["waves"]["2048"] if r["chunks"] > 1 else r["ms"]) for c, r in rs.items() if not r["spills"]}
-        out[air.split("/")[-1]] = (t.ops_per_chunk, ms[t.ops_per_chunk] / min(ms.values()))
-    return out
+    def sample(q, pl, regs):
+        ks = KernelSource("k", q, pl, [], "0" * 64)
+        assert ks.plan.n_chunks == len(regs), "the planner changed since the sweep"
+        got = reps(ks.q, ks.plan)
+        return fill(ks.q, ks.plan, [g if i in got else 0 for i, g in enumerate(regs)], got)
+    return {air.split("/")[-1]: (t.ops_per_chunk, chosen["ms"] / best["ms"])
+            for air, (t, chosen, best) in replay(sweep, irs, sample, m, wave="2048").items()}
 
 
 @requires("pk")
