@@ -40,6 +40,9 @@ def _common(p: argparse.ArgumentParser, pipeline: bool = False) -> None:
                    help="skip AIRs whose Q has more ops (default: no limit: chunking builds any Q)")
     p.add_argument(*names("--chunk"), dest="chunk", type=int, default=None,
                    help="fixed ops per Q chunk (0 = one kernel); turns autotune off")
+    p.add_argument("--no-chunk-bounds", dest="chunk_bounds", action="store_false",
+                   help="no second compile of a chunked Q's kernels with launch bounds (a faster build "
+                        "of the large AIRs, their Q 3-6%% slower)")
     p.add_argument("--launcher", default=_knobs.read().launcher_text,
                    help="compiler launcher in front of nvcc, e.g. ccache (env EXPS_LAUNCHER)")
     p.add_argument("--build-dir", default=None,
@@ -128,7 +131,8 @@ def _settings(a):
     build = getattr(a, "keep_dir", None) or a.build_dir
     try:
         return Settings(pk=a.pk, build=build, arch=a.arch, cap=a.cap, chunk=a.chunk,
-                        launcher=a.launcher, compile_timeout=a.compile_timeout, namespace="")
+                        chunk_bounds=getattr(a, "chunk_bounds", True), launcher=a.launcher,
+                        compile_timeout=a.compile_timeout, namespace="")
     except ValueError as e:
         raise UserError(str(e)) from None
 

@@ -651,7 +651,27 @@ def launch_table(ks: KernelSource, tu_ops: int = TU_OPS) -> dict:
     g = generic_inverse_tu(ks)
     inv = None if g is None else {"lib": lib[g], "sym": kernel_symbol("exps_x_inv_k", X_PARAMS),
                                   "host": "exps_x_inv_h"}
-    return {"tus": tus, "q": q, "exprs": exprs, "inv": inv}
+    # a chunked Q: each device TU holding chunk kernels may get a bounded twin (build/bounds.py),
+    # its fatbin slot after the device TUs'; chunk c then has twin_lib and twin_sym (`<name>_kb`)
+    twins = []
+    if ks.plan.n_chunks > 1:
+        for i, t in enumerate(tus):
+            cs = [c for c in range(ks.plan.n_chunks) if q[c]["lib"] == i]
+            if cs:
+                twins.append({"tu": t, "lib": len(tus) + len(twins), "chunks": cs})
+                for c in cs:
+                    q[c]["twin_lib"] = twins[-1]["lib"]
+                    q[c]["twin_sym"] = kernel_symbol(f"{q_part(ks, c)['kname']}_kb", Q_PARAMS)
+    return {"tus": tus, "q": q, "exprs": exprs, "inv": inv, "twins": twins}
+
+
+def tu_twins(ks: KernelSource, tu_ops: int = TU_OPS) -> list[dict]:
+    """The bounded twins a chunked Q's device TUs may get (the manifest's `twins`, what cc reads):
+    per twin, in fatbin-slot order, its TU, its slot (`lib`) and per chunk kernel it holds
+    [chunk, symbol, twin's symbol]. Empty for a single Q kernel."""
+    t = launch_table(ks, tu_ops)
+    return [{"tu": w["tu"], "lib": w["lib"], "chunks": [[c, t["q"][c]["sym"], t["q"][c]["twin_sym"]]
+                                                        for c in w["chunks"]]} for w in t["twins"]]
 
 
 def generic_inverse_tu(ks: KernelSource) -> str | None:
@@ -683,7 +703,7 @@ def render_abi(ks: KernelSource, tu_ops: int = TU_OPS) -> str:
     t = launch_table(ks, tu_ops)
     pl = ks.plan
     return env().get_template("abi.cpp.j2").render(
-        key=ks.key, abi_header=ABI_HEADER, tus=t["tus"], q=t["q"], exprs=t["exprs"], inv=t["inv"],
+        key=ks.key, abi_header=ABI_HEADER, tus=t["tus"], q=t["q"], exprs=t["exprs"], inv=t["inv"], twins=t["twins"],
         total_slots=_i(pl.total_slots), min_scratch=_i(pl.min_scratch),
         emitter_version=EMITTER_VERSION, source_hash=ks.source_hash,
         hash_offset=len("exps-codegen-id:") + len(EMITTER_VERSION) + 1)

@@ -60,6 +60,9 @@ class Settings:
     expr_cap: int = EXPR_CAP
     slots_cap: int = SLOTS_CAP
     chunk: int | None = None
+    #: chunk kernels of a chunked Q may take a launch bound where ptxas spills nothing
+    #: (build/bounds.py): a second compile of their TUs, for 3-6% on the large AIRs (issue #13)
+    chunk_bounds: bool = True
     launcher: str | None = None
     compile_timeout: float | None = None
     #: prefix of our task basenames when embedded in a pipeline's dodo.py (`exps-ir`, ...,
@@ -257,9 +260,10 @@ def exps_tasks(s: Settings, emit_only: bool = False):
         yield {"basename": s.stage("emit"), "name": key,
                "actions": [(actions.act_emit, [key, str(ir_json), str(tune_json), str(kd / "src"),
                                          str(manifest), first.content, s.hashed(),
-                                         None if emit_only else so_paths])],
+                                         None if emit_only else so_paths, s.chunk_bounds])],
                "file_dep": [str(ir_json), str(tune_json), *tmpl], "targets": [str(manifest)],
-               "uptodate": [config_changed({"emitter": EMITTER_VERSION, **s.hashed()})],
+               "uptodate": [config_changed({"emitter": EMITTER_VERSION, **s.hashed(),
+                                            "chunk_bounds": s.chunk_bounds})],
                "clean": [(_rm_tree, [str(kd / "src")]), (_rm_file, [str(manifest)])]}
         if emit_only:
             continue

@@ -49,8 +49,8 @@ struct exps_desc {
     const exps_q_kernel* q;              // n_chunks entries
     uint64_t n_x;
     const exps_x_kernel* x;              // n_x entries, by exp_id (0 when none)
-    unsigned n_libs;                     // device TUs
-    const unsigned char* const* fatbins; // n_libs fatbins (0 in the host check)
+    unsigned n_libs;                     // device TUs, then the bounded twins of those with Q chunks
+    const unsigned char* const* fatbins; // n_libs fatbins (0 in the host check; a twin not taken: 0)
     unsigned inv_lib;                    // the generic inverse kernel exps_x_inv_k: its device TU,
     const char* inv_name;                // its symbol (0: the kernel has none, every expression has a _ki)
     exps_x_host inv_host;

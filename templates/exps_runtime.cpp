@@ -147,6 +147,7 @@ const Loaded* load_locked() {
     cudaError_t e = (!l || !libs || !q || (D.n_x && !x)) ? cudaErrorMemoryAllocation : cudaSuccess;
     const char* what = "allocating the kernel table";
     for (unsigned i = 0; e == cudaSuccess && i < D.n_libs; ++i) {
+        if (!D.fatbins[i]) continue;    // a bounded twin the build did not take (none of its kernels is named)
         e = cudaLibraryLoadData(&libs[i], D.fatbins[i], 0, 0, 0, 0, 0, 0);
         what = "loading its kernels (cudaLibraryLoadData)";
     }

@@ -23,7 +23,8 @@ from codegen.sample import synth
 from require import require, requires
 from codegen.discover import discover
 from codegen.emit import (OP_C, Q_PARAMS, STORE_OPS, TU_OPS, X_PARAMS, ExprKernel, KernelSource, chunk_body,
-                          device_tus, kernel_symbol, pack, q_part, render, render_parts, tu_kernels, x_parts)
+                          device_tus, kernel_symbol, pack, q_part, render, render_parts, tu_kernels, tu_twins,
+                          x_parts)
 from codegen.ir import KernelIR, Leaf, Op, Val, lower
 from codegen.coverage import cover
 from codegen.model import CmPol, Expression, Operand, StarkInfo, Step, load_air, parse_expressionsinfo, \
@@ -136,8 +137,20 @@ def test_file_names_chunked_large() -> None:
     assert [e for e, _, _ in x] == sorted(xk.ir.exp_id for xk in ks.exprs)
     assert all(lib == 1 and str(e) == s for e, lib, s in x)
     assert all(f'.incbin \\"f{i}.fatbin\\"' in r["k_large_abi.cpp"] for i in range(3))
-    assert "f3.fatbin" not in r["k_large_abi.cpp"]
+    # each TU of chunk kernels has a bounded twin slot (build/bounds.py) after the device TUs: its
+    # fatbin only under EXPS_TWIN_TU_<slot>, a chunk's twin kernel only under EXPS_TWIN_C<chunk>
+    abi = r["k_large_abi.cpp"]
+    assert re.findall(r'#if EXPS_TWIN_TU_(\d+)\n.*\n\s*"exps_fatbin_(\d+):\\n\\t.incbin \\"f(\d+).fatbin', abi) == \
+        [("3", "3", "3"), ("4", "4", "4")]
+    assert "f5.fatbin" not in abi and "5u, EXPS_FATBINS" in abi
+    twin_q = re.findall(r'#if EXPS_TWIN_C(\d+)\n    \{(\d+), "_Z\d+\w+?_q_c(\d+)_kbPK11StepsParams', abi)
+    assert twin_q == [(str(c), "3" if c < 15 else "4", str(c)) for c in range(22)]
     qn = [q_part(ks, c)["kname"] for c in range(22)]
+    assert tu_twins(ks) == [
+        {"tu": "k_large_q0.cu", "lib": 3, "chunks": [[c, kernel_symbol(f"{qn[c]}_k", Q_PARAMS),
+                                                      kernel_symbol(f"{qn[c]}_kb", Q_PARAMS)] for c in range(15)]},
+        {"tu": "k_large_q1_x0.cu", "lib": 4, "chunks": [[c, kernel_symbol(f"{qn[c]}_k", Q_PARAMS),
+                                                         kernel_symbol(f"{qn[c]}_kb", Q_PARAMS)] for c in range(15, 22)]}]
     xn = {int(d["exp_id"]): d["kname"] for d in x_parts(ks)}
     assert tu_kernels(ks) == {
         "k_large_q0.cu": [kernel_symbol(f"{qn[c]}_k", Q_PARAMS) for c in range(15)],

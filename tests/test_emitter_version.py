@@ -60,6 +60,7 @@ PINNED = {
     # sample changed (actions.representatives / fill_unprobed); the version is in every tune task's
     # config, so each Q is tuned again
     "0.18.4": "76713cb15fbb34f43caa71e7325e3e66f4b7e354ddfd3e366229962fd7350921",
+    "0.19.0": "f245ba4c322fd4baa4e7dd40642b90dde386c24f59a1a50cf3f2da27438e4a4b",
 }
 
 

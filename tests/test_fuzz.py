@@ -79,7 +79,7 @@ STRING_LIT = re.compile(r'"(?:[^"\\\n]|\\.)*"')
 #: a kernel's name (emit.kernel_name): a digest of its content, never text of the input
 KERNEL_NAME = r"k[0-9a-f]{16}_(?:q_c|x_e)\d+"
 #: a kernel symbol of the launch table (emit.kernel_symbol): its length prefix, the kernel's name
-KERNEL_SYMBOL = re.compile(rf'"_Z(\d+)({KERNEL_NAME}_ki?|exps_x_inv_k)(?:{emit.Q_PARAMS}|{emit.X_PARAMS})"')
+KERNEL_SYMBOL = re.compile(rf'"_Z(\d+)({KERNEL_NAME}_k[ib]?|exps_x_inv_k)(?:{emit.Q_PARAMS}|{emit.X_PARAMS})"')
 
 
 def _norm(tok: str) -> str:
@@ -135,7 +135,7 @@ def check_c(files: dict[str, str]) -> None:
             assert lit in strings, f"{name}: unexpected string literal {lit[:80]}"
         code = STRING_LIT.sub('""', code)
         bad = {t for t in IDENT.findall(code) if _norm(t) not in vocab and not re.fullmatch(r"\d+\w*", t)
-               and not re.fullmatch(rf"{KERNEL_NAME}(?:_k|_ki|_h|_prog|_res)?", t)}
+               and not re.fullmatch(rf"{KERNEL_NAME}(?:_k|_kb|_ki|_h|_prog|_res)?", t)}
         # hex digits of numbers such as 0x... and suffixes like 'ull' follow digits: drop those tokens
         bad = {t for t in bad if not re.search(rf"\d{re.escape(t)}", code)}
         assert not bad, f"{name}: identifiers not from the templates: {sorted(bad)[:5]}"

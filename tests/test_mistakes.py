@@ -19,7 +19,7 @@ import buildkit as bk
 pytestmark = pytest.mark.requires("nvcc")
 
 PREFIX = "exps-codegen: error: "
-VARS = "pk=, build=, arch=, cap=, chunk=, launcher=, compile_timeout="
+VARS = "pk=, build=, arch=, cap=, chunk=, chunk_bounds=, launcher=, compile_timeout="
 
 
 def _env(tmp: Path, **extra) -> dict:
@@ -190,6 +190,7 @@ def test_unknown_doit_variable(tmp_path: Path, small_key: Path) -> None:
     (("cap=0",), "cap must be a positive number of ops"),
     (("chunk=-1",), "chunk must be >= 0 (0 = a single kernel)"),
     (("compile_timeout=soon",), "compile_timeout=soon: expected seconds"),
+    (("chunk_bounds=maybe",), "chunk_bounds=maybe: expected 1 or 0 (on / off)"),
 ])
 def test_bad_variable_values(tmp_path: Path, small_key: Path, args, want) -> None:
     _one_line(_run(_doit(f"pk={small_key}", *args), tmp_path), PREFIX + want)

@@ -15,6 +15,7 @@ Build dir layout, per kernel key:
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -25,14 +26,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from codegen import EMITTER_VERSION
-from codegen.build import prelude, toolchain
+from codegen.build import bounds, prelude, toolchain
 from codegen.build.autotune import (MAX_MIN_BLOCKS, MAX_PROBES, MAX_REGS, SPILL_SLACK_BYTES, TuneResult,
                                      bound_single, candidate_plans, estimated_choice, estimated_regs,
                                      first_probe, tune, tune_arch)
 from codegen.build.cache import ObjectCache, atomic_write
 from codegen.build.heartbeat import Heartbeat
 from codegen.emit import (COMMON_FILES, Q_KERNEL_RE, RUNTIME, TEMPLATES, TU_OPS, XINV_TU, KernelSource, device_tus,
-                          probed_pays, render, render_probe, source_hash, tu_kernels)
+                          probed_pays, render, render_probe, source_hash, tu_kernels, tu_twins)
 from codegen.coverage import CAP, EXPR_CAP, SLOTS_CAP, Coverage, cover, coverage_from_json, coverage_to_json
 from codegen.ir import KernelIR
 from codegen.model import ModelError, load_air
@@ -199,28 +200,68 @@ def check_kernel_names(kernels: dict[str, list[str]], reports: dict[str, dict]) 
                                       f"compile as an entry for {sorted(archs - got) or sorted(archs)}")
 
 
+def compile_twins(src: Path, twins: list[dict], reports: dict[str, dict], obj_dir: Path,
+                  opts: toolchain.CompileOptions, cache: ObjectCache, launcher: list[str] | None,
+                  jobs: int = 0, timeout_s: float | None = None) -> dict:
+    """The bounded twins of a chunked Q's device TUs (`bounds`): each TU whose chunk kernels could
+    take a bound compiled again with `bounds.twin_flags` (through the object cache, in parallel).
+    Returns {"fatbins": {f<slot>.fatbin: path} of the twins taken, "flags": the table's defines,
+    "bounded": {chunk: min blocks} taken, "reports": {twin TU: ptxas report}}."""
+    jobs_in = [(w, bounds.candidates(w, reports.get(w["tu"]) or {})) for w in twins]
+    jobs_in = [(w, cand) for w, cand in jobs_in if cand]
+    out: dict = {"fatbins": {}, "flags": (), "bounded": {}, "reports": {}}
+    if not jobs_in:
+        return out
+
+    def one(a):
+        w, cand = a
+        tu = src / w["tu"]
+        o = dataclasses.replace(opts, extra_flags=opts.extra_flags + bounds.twin_flags(cand))
+        r = cache.compile_cached(tu, obj_dir / (tu.stem + "_twin.o"), o, include_dirs=[src],
+                                 launcher=launcher, timeout_s=timeout_s)
+        return w, cand, r
+    libs, chunks = [], []
+    with ThreadPoolExecutor(jobs or max(1, min(len(jobs_in), os.cpu_count() or 1))) as ex:
+        for w, cand, r in ex.map(one, jobs_in):
+            out["reports"][w["tu"]] = r.report
+            got = bounds.taken(w, cand, r.report or {}, reports.get(w["tu"]) or {})
+            if got:
+                libs.append(w["lib"])
+                chunks += got
+                out["fatbins"][f"f{int(w['lib'])}.fatbin"] = Path(r.obj_path)
+                out["bounded"].update({c: cand[c] for c in got})
+    out["flags"] = bounds.table_flags(libs, chunks)
+    return out
+
+
 def compile_kernel(src: Path, files: list[str], kernels: dict[str, list[str]], obj_dir: Path,
                    archs: list[int], cache: ObjectCache, launcher: list[str] | None, jobs: int = 0,
-                   timeout_s: float | None = None) -> dict:
+                   timeout_s: float | None = None, twins: list[dict] | None = None) -> dict:
     """Compile one kernel's sources (in `src`, as `stage_sources` wrote them) into what its `.so`
     links: every device TU (`*.cu`) to a fatbin, device code only (`compile_options`; in
     parallel); then its launch table (`<key>_abi.cpp`), which embeds those fatbins (device TU i as
     `f<i>.fatbin`, `emit.device_tus` order), and the generic launcher (`RUNTIME`: the same text for
     every kernel, so an object-cache hit after the first) as host objects. Returns {"objects":
     [table, launcher], "reports": {device TU: ptxas report}, "hits": device TUs from the cache,
-    "host_hits": host objects from the cache}."""
+    "host_hits": host objects from the cache, "bounded": {chunk: min blocks} of the chunks whose
+    bounded twin the table names (`twins`, the manifest's: `compile_twins`)}."""
     tus = device_tus(files)
     tables = [n for n in files if n.endswith(".cpp")]
     if len(tables) != 1:
         raise RuntimeError(f"{src}: expected one launch table among {sorted(files)}")
-    got = compile_tus([src / n for n in tus], obj_dir, compile_options(archs, cache), cache, launcher, jobs, timeout_s)
+    dev = compile_options(archs, cache)
+    got = compile_tus([src / n for n in tus], obj_dir, dev, cache, launcher, jobs, timeout_s)
     reports = {n: got[n][1] for n in tus}
     check_kernel_names(kernels, reports)
     fatbins = {f"f{i}.fatbin": Path(got[n][0]) for i, n in enumerate(tus)}
+    tw = compile_twins(src, twins or [], reports, obj_dir, dev, cache, launcher, jobs, timeout_s)
+    fatbins.update(tw["fatbins"])
     host = host_options(archs)
+    table_host = dataclasses.replace(host, extra_flags=host.extra_flags + tw["flags"])
 
     def one(name: str, inputs: dict, launcher):
-        r = cache.compile_cached(src / name, obj_dir / (name.replace(".", "_") + ".o"), host,
+        opts = table_host if name == tables[0] else host
+        r = cache.compile_cached(src / name, obj_dir / (name.replace(".", "_") + ".o"), opts,
                                  include_dirs=[src], launcher=launcher, timeout_s=timeout_s, inputs=inputs)
         return str(r.obj_path), r.hit
 
@@ -230,7 +271,8 @@ def compile_kernel(src: Path, files: list[str], kernels: dict[str, list[str]], o
     with ThreadPoolExecutor(2) as ex:
         table, runtime = ex.map(lambda a: one(*a), [(tables[0], fatbins, []), (RUNTIME, {}, launcher)])
     return {"objects": [table[0], runtime[0]], "reports": reports, "hits": sum(1 for n in tus if got[n][2]),
-            "host_hits": int(table[1]) + int(runtime[1])}
+            "host_hits": int(table[1]) + int(runtime[1]), "bounded": tw["bounded"],
+            "twin_reports": tw["reports"]}
 
 
 def _q_kernel_stats(pl: Plan, reports: list[dict]):
@@ -445,7 +487,9 @@ def _bad_tune(tune_json: str, so_paths: list[str] | None, why: str) -> RuntimeEr
 
 
 def act_emit(key: str, ir_json: str, tune_json: str, src_dir: str, manifest: str, content: str,
-             settings: dict, so_paths: list[str] | None = None) -> bool:
+             settings: dict, so_paths: list[str] | None = None, chunk_bounds: bool = True) -> bool:
+    """Render the kernel's sources into `src_dir` and its manifest (files, kernels, plan; `twins`:
+    the TUs cc compiles again with launch bounds, none without `chunk_bounds`)."""
     d, cov = load_coverage(ir_json)
     t = read_json(Path(tune_json))
     if t is None:
@@ -473,7 +517,7 @@ def act_emit(key: str, ir_json: str, tune_json: str, src_dir: str, manifest: str
             pl = ks.plan          # after the IR passes: what the .so runs (chunks, slots, scratch)
             stage_sources(files, src)
             doc.update({"files": {n: hashlib.sha256(x.encode()).hexdigest() for n, x in sorted(files.items())},
-                        "kernels": tu_kernels(ks),
+                        "kernels": tu_kernels(ks), "twins": tu_twins(ks) if chunk_bounds else [],
                         "source_hash": sh, "plan": pl.summary(), "q_ops": len(ks.q.ops),
                         "q_ops_in": len(cov.q.ops), "max_live": max_live(ks.q), "min_blocks": mb,
                         "exprs": len(cov.exprs), "min_scratch": pl.min_scratch})
@@ -520,10 +564,13 @@ def act_cc(key: str, manifest: str, obj_dir: str, out: str, archs: list[int], so
     try:
         if not m["skip"]:
             got = compile_kernel(Path(manifest).parent / "src", list(m["files"]), m.get("kernels", {}),
-                                 Path(obj_dir), archs, ObjectCache(), launcher, timeout_s=timeout_s)
+                                 Path(obj_dir), archs, ObjectCache(), launcher, timeout_s=timeout_s,
+                                 twins=m.get("twins", []))
             doc["objects"] = got["objects"]
             doc["reports"] = got["reports"]
             doc["hits"] = got["hits"]
+            doc["bounded"] = {str(c): b for c, b in sorted(got["bounded"].items())}
+            doc["twin_reports"] = got["twin_reports"]
             doc["spill_bytes"] = sum(toolchain.spill_bytes(r) for r in doc["reports"].values())
         _write_json(Path(out), doc)
     except (toolchain.CompileError, KernelNameError, OSError) as e:   # nvcc failed/crashed/timed out; disk full

@@ -23,7 +23,7 @@ from codegen.emit import read_so_identity
 from codegen.tasks import ProgressReporter, Settings, lock_build, unlock_build
 
 #: doit variables of our dodo.py (README "Usage in a provingKey pipeline")
-DOIT_VARS = ("pk", "build", "arch", "cap", "chunk", "launcher", "compile_timeout")
+DOIT_VARS = ("pk", "build", "arch", "cap", "chunk", "chunk_bounds", "launcher", "compile_timeout")
 #: doit commands that never build: no toolchain check, no lock (clean takes it itself)
 NO_BUILD = {"list", "help", "info", "forget", "ignore", "dumpdb", "strace", "tabcompletion",
             "reset-dep", "clean"}
@@ -52,6 +52,18 @@ def doit_words(argv: list[str]) -> tuple[list[tuple[str, str]], list[str]]:
         else:
             words.append(a)
     return out_vars, words
+
+
+def _bool_var(name: str, value: str | None) -> bool:
+    """A yes/no doit variable (unset or empty: yes)."""
+    if value in (None, ""):
+        return True
+    v = str(value).strip().lower()
+    if v in ("1", "yes", "on", "true"):
+        return True
+    if v in ("0", "no", "off", "false"):
+        return False
+    raise preflight.UserError(f"{name}={value}: expected 1 or 0 (on / off)")
 
 
 def _int_var(name: str, value: str | None) -> int | None:
@@ -85,6 +97,7 @@ def dodo_settings(argv: list[str], get_var, default_pk: Path) -> tuple[Settings,
                          arch=get_var("arch", "auto") or "auto",
                          cap=Settings.cap if (c := _int_var("cap", get_var("cap", None))) is None else c,
                          chunk=_int_var("chunk", get_var("chunk", None)),
+                         chunk_bounds=_bool_var("chunk_bounds", get_var("chunk_bounds", None)),
                          launcher=get_var("launcher", None) or knobs.read().launcher_text,
                          compile_timeout=timeout, namespace="")
         except ValueError as e:

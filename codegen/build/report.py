@@ -18,7 +18,8 @@ report.json, format 1:
                               "spills" (bytes of the Q kernels that store more than
                               autotune.SPILL_SLACK_BYTES: the spills that rule the plan out),
                               "cost": float | null, "estimated": bool}],
-                  "regs_per_chunk": [int], "spill_bytes": int (ptxas's, every function),
+                  "regs_per_chunk": [int] (as emitted), "bounded": {chunk: min blocks} (the chunks
+                  whose bounded twin runs: build/bounds.py), "spill_bytes": int (ptxas's, every function),
                   "tus": int (device TUs), "cache_hits": int (of them from the object cache),
                   "compiled": bool,
                   "stage_seconds": {"ir", "tune", "emit", "cc": float}, "skip": str}]}
@@ -82,6 +83,7 @@ def collect(s, rows: list[dict], seconds: dict[str, float] | None = None,
             "probes": tune.get("probes", []),
             "regs_per_chunk": regs_per_chunk(key, n_chunks, objs.get("reports", {})),
             "spill_bytes": int(objs.get("spill_bytes", 0) or 0),
+            "bounded": {str(c): int(b) for c, b in (objs.get("bounded") or {}).items()},
             "tus": len(device_tus(man.get("files", {}))), "cache_hits": int(objs.get("hits", 0) or 0),
             "compiled": bool(objs.get("objects")) and not objs.get("skip"),
             "stage_seconds": {b: round(seconds.get(f"{s.stage(b)}:{key}", 0.0), 3)
@@ -158,7 +160,7 @@ def render_html(rep: dict) -> str:
     k_rows = [[k["key"], k["q_ops"], k["max_live"], k["chunks"], k["slots"], k["exprs"], k["not_covered"],
                "\u2014" if k["skip"] else f"{k['chunking']['how']} {k['chunking']['ops_per_chunk'] or 'single'}"
                + (f" (sm_{k['chunking']['arch']})" if k["chunking"]["arch"] else ""),
-               len(k["probes"]), max(k["regs_per_chunk"] or [0]), k["spill_bytes"],
+               len(k["probes"]), max(k["regs_per_chunk"] or [0]), len(k["bounded"]), k["spill_bytes"],
                f"{k['cache_hits']}/{k['tus']}",
                " ".join(f"{b} {v:.1f}" for b, v in k["stage_seconds"].items()), k["skip"]] for k in ks]
     probe_rows = [[k["key"], p.get("ops_per_chunk") or "single", p.get("n_chunks"), p.get("slots"),
@@ -179,7 +181,7 @@ figure{{margin:1em 0}}</style></head><body>
 translation units from the object cache. Emitter {html.escape(rep['emitter_version'])}.</p>
 <h2>AIRs</h2>{_table(["AIR", "kernel", "result", "s", "reason"], air_rows)}
 <h2>Kernels</h2>{_table(["kernel", "Q ops", "max live words", "chunks", "slots", "exprs", "not cov.", "chunking", "probes",
-                         "max regs", "spill B", "cache hits", "stage seconds", "skip"], k_rows)}
+                         "max regs", "bounded chunks", "spill B", "cache hits", "stage seconds", "skip"], k_rows)}
 <h2>Autotune probes</h2>{_table(["kernel", "ops/chunk", "kernels", "slots", "max regs", "spill B (ruling out)",
                                   "model cost", "chosen"], probe_rows)}
 <h2>Plots</h2>

@@ -1,0 +1,148 @@
+"""Per-chunk launch bounds (codegen/build/bounds.py, issue #13): which chunk kernels get a bounded
+twin, which twins the launch table takes, and that the table, the twin compile and the .so agree.
+The rules are restated here from the CUDA occupancy arithmetic (65,536 registers per SM, allocated
+per thread in steps of 8, 256-thread blocks, at most 2,048 threads), not read from the code."""
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from codegen.build import actions, bounds, toolchain
+from codegen.build.cache import ObjectCache
+from codegen.coverage import cover
+from codegen.discover import discover
+from codegen.emit import KernelSource, render, tu_kernels, tu_twins
+from codegen.model import load_air
+from codegen.plan import plan
+from require import cuobjdump as cuobjdump_path, require
+
+SAMPLE = Path(__file__).resolve().parent.parent / "provingkey-sample"
+
+
+def _blocks(regs: int) -> int:
+    per_thread = max(8, -(-regs // 8) * 8)
+    return min(65536 // (per_thread * 256), 2048 // 256)
+
+
+def _twin(*chunks: int) -> dict:
+    return {"tu": "t.cu", "lib": 3, "chunks": [[c, f"s{c}", f"s{c}b"] for c in chunks]}
+
+
+def _st(regs: int, stores: int = 0, entry: bool = True) -> dict:
+    return {"registers": regs, "spill_stores": stores, "spill_loads": stores, "entry": entry}
+
+
+@pytest.mark.parametrize("regs,want", [(32, None), (40, None), (57, None), (64, None), (65, None), (80, None),
+                                       (81, 3), (96, 3), (128, 3), (129, 2), (168, 2), (255, 2)])
+def test_a_chunk_is_a_candidate_one_block_above_its_registers(regs: int, want) -> None:
+    """One block per SM more than its registers allow, up to 3 (80 registers): a kernel already at
+    3 or more blocks is left alone."""
+    got = bounds.candidates(_twin(0), {"s0": {"sm_90": _st(regs)}}).get(0)
+    assert got == want
+    if want is not None:
+        assert want == _blocks(regs) + 1
+
+
+def test_candidates_take_the_arch_with_most_registers_and_skip_spilling_kernels() -> None:
+    rep = {"s0": {"sm_80": _st(70), "sm_90": _st(100)},          # 2 blocks on sm_90: bound 3
+           "s1": {"sm_90": _st(100, stores=12)},                 # spills already: never bounded
+           "s2": {"sm_90": _st(100, stores=8)},                  # ptxas's own trade of a word: still a candidate
+           "s3": {"sm_90": _st(72)}}                             # 3 blocks: left alone
+    assert bounds.candidates(_twin(0, 1, 2, 3, 4), rep) == {0: 3, 2: 3}   # (chunk 4: no report)
+
+
+def test_a_twin_is_taken_where_it_spills_nothing_on_every_arch() -> None:
+    base = {f"s{c}": {"sm_80": _st(100), "sm_90": _st(100)} for c in range(6)}
+    twin = {"s0b": {"sm_80": _st(80), "sm_90": _st(80)},
+            "s1b": {"sm_80": _st(80), "sm_90": _st(80, stores=16)},   # spills on one arch
+            "s2b": {"sm_80": _st(80, stores=8), "sm_90": _st(80)},    # ptxas's trade: taken
+            "s3b": {"sm_90": _st(80)},                                # missing an arch
+            "s4b": {"sm_80": _st(80), "sm_90": _st(80, entry=False)},  # not an entry
+            "s5b": {"sm_80": _st(80), "sm_90": _st(80)}}              # not a candidate
+    cand = {0: 3, 1: 3, 2: 3, 3: 3, 4: 3}
+    assert bounds.taken(_twin(0, 1, 2, 3, 4, 5), cand, twin, base) == [0, 2]
+    assert bounds.twin_flags({5: 2, 0: 3}) == ("-DEXPS_TWIN", "-DEXPS_B_0=3", "-DEXPS_B_5=2")
+    assert bounds.table_flags([4, 3], [7, 2]) == ("-DEXPS_TWIN_TU_3=1", "-DEXPS_TWIN_TU_4=1",
+                                                  "-DEXPS_TWIN_C2=1", "-DEXPS_TWIN_C7=1")
+
+
+def test_a_single_kernel_has_no_twin() -> None:
+    [p] = [p for p in discover(SAMPLE) if p.base == "Tiny"]
+    cov = cover(*load_air(p.starkinfo, p.expressions))
+    ks = KernelSource(p.key, cov.q, plan(cov.q, 0), cov.exprs, "ab" * 32)
+    assert tu_twins(ks) == []
+    files = render(ks)
+    assert "EXPS_TWIN" not in files[f"{p.key}_abi.cpp"]
+    assert all("EXPS_B_" not in t for n, t in files.items() if n.endswith(".cu"))
+
+
+@pytest.mark.requires("nvcc", "binutils")
+def test_cc_takes_exactly_the_twins_that_spill_nothing(tmp_path) -> None:
+    """The sample's Medium at 80 ops per chunk (7 chunk kernels in one TU with its expressions):
+    cc compiles each TU, then its twin with the candidates the emitted kernels' registers give; the
+    table names a twin's kernel for exactly the candidates whose twin stores nothing, from the twin's
+    slot, and the .so's fatbins hold those twins' kernels and nothing of a twin not taken."""
+    [p] = [p for p in discover(SAMPLE) if p.base == "Medium"]
+    cov = cover(*load_air(p.starkinfo, p.expressions))
+    ks = KernelSource(p.key, cov.q, plan(cov.q, 80), cov.exprs, "cd" * 32)
+    files = render(ks)
+    twins = tu_twins(ks)
+    assert ks.plan.n_chunks == 7 and [len(w["chunks"]) for w in twins] == [7]
+    src = tmp_path / "src"
+    actions.stage_sources(files, src)
+    got = actions.compile_kernel(src, list(files), tu_kernels(ks), tmp_path / "obj", [90],
+                                 ObjectCache(tmp_path / "cache"), [], twins=twins)
+    [w] = twins
+    base, twin_rep = got["reports"][w["tu"]], got["twin_reports"].get(w["tu"], {})
+    want_cand = {c: _blocks(base[s]["sm_90"]["registers"]) + 1 for c, s, _ in w["chunks"]
+                 if _blocks(base[s]["sm_90"]["registers"]) < 3 and base[s]["sm_90"]["spill_stores"] <= 8}
+    assert want_cand, "Medium's chunks are expected to leave room for a bound"
+    # the twin holds exactly the candidates, each within its bound's registers
+    assert sorted(n for n, st in twin_rep.items() if st["sm_90"]["entry"]) == \
+        sorted(tb for c, _, tb in w["chunks"] if c in want_cand)
+    for c, _, tb in w["chunks"]:
+        if c in want_cand:
+            assert twin_rep[tb]["sm_90"]["registers"] <= 65536 // (256 * want_cand[c])
+    want = {c: b for c, b in want_cand.items()
+            if twin_rep[w["chunks"][c][2]]["sm_90"]["spill_stores"] <= 8}
+    assert got["bounded"] == want
+    # the table as compiled: the preprocessed text names the twin's kernel for those chunks only
+    flags = bounds.table_flags([w["lib"]] if want else [], sorted(want))
+    pre = subprocess.run(["g++", "-E", "-P", "-std=c++17", *flags, f"-I{src}", str(src / f"{p.key}_abi.cpp")],
+                         capture_output=True, text=True, check=True).stdout
+    q = re.findall(r'\{(\d+), "(_Z\d+k[0-9a-f]{16}_q_c(\d+)_kb?)PK11StepsParams', pre)
+    assert [(int(lib), int(c), n.endswith("_kb")) for lib, n, c in q] == \
+        [((w["lib"] if c in want else 0), c, c in want) for c in range(7)]
+    assert ('f2.fatbin' in pre) == bool(want)
+    # and the .so holds the twin's kernels under the names the table looks up
+    require("cuobjdump")
+    so = toolchain.link_shared([Path(o) for o in got["objects"]], tmp_path / "k.exps.so",
+                               actions.compile_options([90]), launcher=[])
+    sass = subprocess.run([cuobjdump_path(), "-sass", str(so)], capture_output=True, text=True, check=True).stdout
+    names = re.findall(r"Function : (\S+)", sass)
+    assert sorted(n for n in names if n.endswith("_kbPK11StepsParamsPmS2_mmmmmmm")) == \
+        (sorted(tb for c, _, tb in w["chunks"] if c in want_cand) if want else [])
+
+
+def test_chunk_bounds_off_emits_no_twins_and_reruns_emit(tmp_path) -> None:
+    """`chunk_bounds=0` / `--no-chunk-bounds`: the emit task gets it (and its up-to-date check keys
+    it, so switching reruns emit and, through the manifest, cc) and writes no twins to the manifest."""
+    from codegen.tasks import Settings, exps_tasks
+    tasks = {s: [t for t in exps_tasks(Settings(pk=SAMPLE, build=tmp_path / "b", chunk_bounds=s, arch="90"))
+                 if t.get("basename") == "exps-emit" and "e624" in (t.get("name") or "")] for s in (True, False)}
+    [on], [off] = tasks[True], tasks[False]
+    assert on["actions"][0][1][-1] is True and off["actions"][0][1][-1] is False
+    assert on["uptodate"][0].config["chunk_bounds"] is True and off["uptodate"][0].config["chunk_bounds"] is False
+    # the action itself, on the sample's Medium at a fixed chunking
+    [p] = [p for p in discover(SAMPLE) if p.base == "Medium"]
+    ir, tune = tmp_path / "ir.json", tmp_path / "tune.json"
+    assert actions.act_ir(p.key, str(p.starkinfo), str(p.expressions), str(ir), [])
+    assert actions.act_tune(p.key, str(ir), str(tune), str(tmp_path / "probe"), [], 80)
+    for flag, n in ((True, 1), (False, 0)):
+        man = tmp_path / f"manifest-{flag}.json"
+        assert actions.act_emit(p.key, str(ir), str(tune), str(tmp_path / "src"), str(man), "00" * 32, {},
+                                None, flag)
+        assert len(actions.read_json(man)["twins"]) == n
