@@ -4,7 +4,7 @@
 # commit before), all at once, `exps-codegen gpucheck` of
 # every after build first (bit-identity on the GPU; GPUCHECK_P keys at once, default 6), then bench/run.py before vs after, same run,
 # on the AIRs named in AIRS (default: the chunked ones), ample and the prover's scratch.
-# Usage: bash bench/check_round.sh OUT    Limits (s): BUILD_S=100 GPUCHECK_S=100 BENCH_S=60.
+# Usage: bash bench/check_round.sh OUT    Limits (s): BUILD_S=100 GPUCHECK_S=100 BENCH_S=60; REPS=5 timed runs.
 set -uo pipefail
 OUT=${1:?usage: check_round.sh OUT}
 . "$(dirname "$0")/round_env.sh"
@@ -33,6 +33,6 @@ echo "$(el) built: after $(find /tmp/after -name '*.exps.so' | wc -l), before $(
 gpucheck_keys /tmp/after "$i" "$OUT/gpucheck.log" "${GPUCHECK_S:-100}"
 echo "$(el) bench" | tee -a "$S"
 airs=(); for a in ${AIRS:-Medium Large Shared ConnectionNew Intermediates SpecifiedRanges RangeCheck4}; do airs+=(--air "$a"); done
-timeout "${BENCH_S:-60}" python3 bench/run.py "${a_args[@]}" "${c_args[@]}" "${b_args[@]}" "${airs[@]}" --rows 22 --reps 5 --warmup 2 --no-smem \
+timeout "${BENCH_S:-60}" python3 bench/run.py "${a_args[@]}" "${c_args[@]}" "${b_args[@]}" "${airs[@]}" --rows 22 --reps "${REPS:-5}" --warmup 2 --no-smem \
   --oracle-rows 10 --out "$OUT" --budget-s $(( ${BENCH_S:-60} - 10 )) 2>&1 | grep -E '^\||AIRs, before' | tee -a "$S"
 echo "$(el) done" | tee -a "$S"

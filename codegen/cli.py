@@ -42,7 +42,7 @@ def _common(p: argparse.ArgumentParser, pipeline: bool = False) -> None:
                    help="fixed ops per Q chunk (0 = one kernel); turns autotune off")
     p.add_argument("--no-chunk-bounds", dest="chunk_bounds", action="store_false",
                    help="no second compile of a chunked Q's kernels with launch bounds (a faster build "
-                        "of the large AIRs, their Q 3-6%% slower)")
+                        "of the large AIRs, their Q 3-5%% slower)")
     p.add_argument("--launcher", default=_knobs.read().launcher_text,
                    help="compiler launcher in front of nvcc, e.g. ccache (env EXPS_LAUNCHER)")
     p.add_argument("--build-dir", default=None,

@@ -146,3 +146,20 @@ def test_chunk_bounds_off_emits_no_twins_and_reruns_emit(tmp_path) -> None:
         assert actions.act_emit(p.key, str(ir), str(tune), str(tmp_path / "src"), str(man), "00" * 32, {},
                                 None, flag)
         assert len(actions.read_json(man)["twins"]) == n
+
+
+@pytest.mark.parametrize("bad", [
+    {"tu": "../../etc/passwd", "lib": 2, "chunks": [[0, "s0", "s0b"]]},      # not a device TU of the kernel
+    {"tu": "k_q0.cu", "lib": "2; rm -rf /", "chunks": [[0, "s0", "s0b"]]},   # a slot that is not a number
+    {"tu": "k_q0.cu", "lib": 2, "chunks": [["0 -DX=1", "s0", "s0b"]]},      # a chunk that is not a number
+    {"tu": "k_q0.cu", "lib": 2, "chunks": [[-1, "s0", "s0b"]]},
+    {"tu": "k_q0.cu", "lib": 2},
+    "k_q0.cu",
+])
+def test_a_broken_manifest_twin_is_refused_before_any_compile(tmp_path, bad) -> None:
+    """What cc reads from the manifest's `twins` becomes a path and -D flags: anything but a device
+    TU of the kernel with whole chunk numbers is an error naming the manifest, nothing compiled."""
+    with pytest.raises(actions.KernelNameError, match=r"manifest.json: 'twins' entry .* rerun the build"):
+        actions.compile_twins(tmp_path / "src", [bad], {"k_q0.cu": {}}, tmp_path / "obj",
+                              toolchain.CompileOptions((90,), mode="fatbin"), ObjectCache(tmp_path / "cache"), [])
+    assert not (tmp_path / "obj").exists()

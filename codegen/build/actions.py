@@ -207,6 +207,14 @@ def compile_twins(src: Path, twins: list[dict], reports: dict[str, dict], obj_di
     take a bound compiled again with `bounds.twin_flags` (through the object cache, in parallel).
     Returns {"fatbins": {f<slot>.fatbin: path} of the twins taken, "flags": the table's defines,
     "bounded": {chunk: min blocks} taken, "reports": {twin TU: ptxas report}}."""
+    for w in twins:      # the manifest is ours, but what reaches a path or a flag is checked
+        ok = (isinstance(w, dict) and w.get("tu") in reports and type(w.get("lib")) is int
+              and isinstance(w.get("chunks"), list)
+              and all(isinstance(c, list) and len(c) == 3 and type(c[0]) is int and c[0] >= 0
+                      and all(isinstance(n, str) for n in c[1:]) for c in w["chunks"]))
+        if not ok:
+            raise KernelNameError(f"{src.parent / 'manifest.json'}: 'twins' entry {str(w)[:120]} is not a device "
+                                  "TU of this kernel with its chunks: rerun the build")
     jobs_in = [(w, bounds.candidates(w, reports.get(w["tu"]) or {})) for w in twins]
     jobs_in = [(w, cand) for w, cand in jobs_in if cand]
     out: dict = {"fatbins": {}, "flags": (), "bounded": {}, "reports": {}}
