@@ -23,7 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.sweep import launch_lib, q_inputs, timed_launch  # noqa: E402
 from codegen.build import toolchain as tc  # noqa: E402
 from codegen.build.actions import _q_kernel_stats, compile_kernel, compile_options, stage_sources  # noqa: E402
-from codegen.build.autotune import BLOCK, MAX_MIN_BLOCKS, SPILL_SLACK_BYTES, occupancy  # noqa: E402
+from codegen.build.autotune import MAX_MIN_BLOCKS, SPILL_SLACK_BYTES  # noqa: E402
+from codegen.build.bounds import blocks  # noqa: E402
 from codegen.build.cache import ObjectCache  # noqa: E402
 from codegen.coverage import cover  # noqa: E402
 from codegen.discover import discover, kernels  # noqa: E402
@@ -32,10 +33,6 @@ from codegen.model import load_air  # noqa: E402
 from codegen.plan import plan  # noqa: E402
 
 ARCHS = [90]
-
-
-def blocks(regs: int) -> int:
-    return round(occupancy(regs) * 2048 / BLOCK)
 
 
 def bounded(files: dict[str, str], bounds: dict[int, int]) -> dict[str, str]:

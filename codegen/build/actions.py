@@ -164,13 +164,17 @@ def stage_sources(files: dict[str, str], src_dir: Path) -> list[Path]:
 
 
 def compile_tus(tus: list[Path], obj_dir: Path, opts: toolchain.CompileOptions, cache: ObjectCache,
-                launcher: list[str] | None, jobs: int = 0, timeout_s: float | None = None) -> dict:
-    """Compile TUs through the object cache in parallel; {tu name: (obj path, report, hit)}."""
+                launcher: list[str] | None, jobs: int = 0, timeout_s: float | None = None,
+                extra_flags: dict[str, tuple[str, ...]] | None = None, suffix: str = "") -> dict:
+    """Compile TUs through the object cache in parallel; {tu name: (obj path, report, hit)}. A TU
+    named in `extra_flags` gets those flags after `opts`' own; objects are `<stem><suffix>.o`."""
     obj_dir.mkdir(parents=True, exist_ok=True)
     jobs = jobs or max(1, min(len(tus), os.cpu_count() or 1))
 
     def one(tu: Path):
-        r = cache.compile_cached(tu, obj_dir / (tu.stem + ".o"), opts, include_dirs=[tu.parent],
+        more = (extra_flags or {}).get(tu.name, ())
+        o = dataclasses.replace(opts, extra_flags=opts.extra_flags + more) if more else opts
+        r = cache.compile_cached(tu, obj_dir / (tu.stem + suffix + ".o"), o, include_dirs=[tu.parent],
                                  launcher=launcher, timeout_s=timeout_s)
         return tu.name, (str(r.obj_path), r.report, r.hit)
 
@@ -215,29 +219,23 @@ def compile_twins(src: Path, twins: list[dict], reports: dict[str, dict], obj_di
         if not ok:
             raise KernelNameError(f"{src.parent / 'manifest.json'}: 'twins' entry {str(w)[:120]} is not a device "
                                   "TU of this kernel with its chunks: rerun the build")
-    jobs_in = [(w, bounds.candidates(w, reports.get(w["tu"]) or {})) for w in twins]
-    jobs_in = [(w, cand) for w, cand in jobs_in if cand]
+    cands = {w["tu"]: bounds.candidates(w, reports.get(w["tu"]) or {}) for w in twins}
+    work = [w for w in twins if cands[w["tu"]]]
     out: dict = {"fatbins": {}, "flags": (), "bounded": {}, "reports": {}}
-    if not jobs_in:
+    if not work:
         return out
-
-    def one(a):
-        w, cand = a
-        tu = src / w["tu"]
-        o = dataclasses.replace(opts, extra_flags=opts.extra_flags + bounds.twin_flags(cand))
-        r = cache.compile_cached(tu, obj_dir / (tu.stem + "_twin.o"), o, include_dirs=[src],
-                                 launcher=launcher, timeout_s=timeout_s)
-        return w, cand, r
+    got = compile_tus([src / w["tu"] for w in work], obj_dir, opts, cache, launcher, jobs, timeout_s,
+                      extra_flags={w["tu"]: bounds.twin_flags(cands[w["tu"]]) for w in work}, suffix="_twin")
     libs, chunks = [], []
-    with ThreadPoolExecutor(jobs or max(1, min(len(jobs_in), os.cpu_count() or 1))) as ex:
-        for w, cand, r in ex.map(one, jobs_in):
-            out["reports"][w["tu"]] = r.report
-            got = bounds.taken(w, cand, r.report or {}, reports.get(w["tu"]) or {})
-            if got:
-                libs.append(w["lib"])
-                chunks += got
-                out["fatbins"][f"f{int(w['lib'])}.fatbin"] = Path(r.obj_path)
-                out["bounded"].update({c: cand[c] for c in got})
+    for w in work:
+        obj, rep, _ = got[w["tu"]]
+        out["reports"][w["tu"]] = rep
+        ok = bounds.taken(w, cands[w["tu"]], rep or {}, reports.get(w["tu"]) or {})
+        if ok:
+            libs.append(w["lib"])
+            chunks += ok
+            out["fatbins"][f"f{int(w['lib'])}.fatbin"] = Path(obj)
+            out["bounded"].update({c: cands[w["tu"]][c] for c in ok})
     out["flags"] = bounds.table_flags(libs, chunks)
     return out
 

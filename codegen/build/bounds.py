@@ -14,7 +14,7 @@ same row function (the host check compiles that text once; the GPU check runs wh
 names)."""
 from __future__ import annotations
 
-from codegen.build.autotune import BLOCK, SPILL_SLACK_BYTES, occupancy
+from codegen.build.autotune import BLOCK, MAX_THREADS_PER_SM, SPILL_SLACK_BYTES, occupancy
 
 #: a chunk is bounded only up to this many blocks per SM (80 registers at 256 threads): a kernel of
 #: 65-80 registers bounded to 64 (4 blocks) gained nothing measurable on the H200 (ConnectionNew,
@@ -26,7 +26,7 @@ MAX_TWIN_BLOCKS = 3
 
 def blocks(regs: int) -> int:
     """Resident 256-thread blocks per SM at `regs` registers per thread."""
-    return round(occupancy(regs) * 2048 / BLOCK)
+    return round(occupancy(regs) * MAX_THREADS_PER_SM / BLOCK)
 
 
 def _stats(report: dict, sym: str) -> list[dict]:
