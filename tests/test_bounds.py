@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from codegen.build import actions, bounds, toolchain
+from codegen.build import actions, bounds, toolchain, twin_ptx
 from codegen.build.cache import ObjectCache
 from codegen.coverage import cover
 from codegen.discover import discover
@@ -109,6 +109,23 @@ def test_cc_takes_exactly_the_twins_that_spill_nothing(tmp_path) -> None:
     want = {c: b for c, b in want_cand.items()
             if twin_rep[w["chunks"][c][2]]["sm_90"]["spill_stores"] <= 8}
     assert got["bounded"] == want
+    # the twin was made from the first compile's PTX (ptxas only), and gives the SASS of the twin
+    # compiled from source with the bounds' defines, kernel for kernel
+    assert got["twins_from_ptx"] == [w["tu"]]
+    require("cuobjdump")
+    by_src = actions.compile_tus([src / w["tu"]], tmp_path / "srcobj", actions.compile_options([90]),
+                                 ObjectCache(tmp_path / "cache2"), [],
+                                 extra_flags={w["tu"]: bounds.twin_flags(want_cand)}, suffix="_twin")
+    assert by_src[w["tu"]][1] == twin_rep
+
+    def sass(obj: str) -> dict[str, str]:
+        out = subprocess.run([cuobjdump_path(), "-sass", obj], capture_output=True, text=True, check=True).stdout
+        fns = re.split(r"\n\s*Function : ", out)[1:]
+        return {f.split("\n", 1)[0].strip(): re.sub(r"/\*[0-9a-f]{4}\*/", "", f.split("\n", 1)[1]) for f in fns}
+    twin_obj = tmp_path / "obj" / (Path(w["tu"]).stem + "_twin.o")
+    a, b = sass(str(twin_obj)), sass(by_src[w["tu"]][0])
+    assert sorted(a) == sorted(b) == sorted(tb for c, _, tb in w["chunks"] if c in want_cand)
+    assert a == b
     # the table as compiled: the preprocessed text names the twin's kernel for those chunks only
     flags = bounds.table_flags([w["lib"]] if want else [], sorted(want))
     pre = subprocess.run(["g++", "-E", "-P", "-std=c++17", *flags, f"-I{src}", str(src / f"{p.key}_abi.cpp")],
@@ -125,6 +142,38 @@ def test_cc_takes_exactly_the_twins_that_spill_nothing(tmp_path) -> None:
     names = re.findall(r"Function : (\S+)", sass)
     assert sorted(n for n in names if n.endswith("_kbPK11StepsParamsPmS2_mmmmmmm")) == \
         (sorted(tb for c, _, tb in w["chunks"] if c in want_cand) if want else [])
+
+
+@pytest.mark.requires("nvcc")
+@pytest.mark.parametrize("how", ["object cached without its PTX", "PTX not as expected", "ptxas refuses the edit"])
+def test_a_twin_without_usable_ptx_is_compiled_from_source(tmp_path, monkeypatch, caplog, how) -> None:
+    """twin_ptx is a shortcut, never a condition: a first compile whose PTX the cache does not
+    hold (an entry of an older build, a launcher's compile), PTX `edit` does not recognize, or an
+    edit ptxas refuses each give the twin compiled from source, with the same kernels taken."""
+    [p] = [p for p in discover(SAMPLE) if p.base == "Medium"]
+    cov = cover(*load_air(p.starkinfo, p.expressions))
+    ks = KernelSource(p.key, cov.q, plan(cov.q, 80), cov.exprs, "cd" * 32)
+    files = render(ks)
+    [w] = twins = tu_twins(ks)
+    src = tmp_path / "src"
+    actions.stage_sources(files, src)
+    cache = ObjectCache(tmp_path / "cache")
+    if how == "object cached without its PTX":
+        actions.compile_tus([src / w["tu"]], tmp_path / "first", actions.compile_options([90], cache), cache, [])
+    elif how == "PTX not as expected":
+        monkeypatch.setattr(twin_ptx, "edit", lambda *a: (_ for _ in ()).throw(twin_ptx.TwinPtxError("odd")))
+    else:
+        monkeypatch.setattr(twin_ptx, "edit", lambda *a: ".version 9.0\n.target sm_90\n.address_size 64\nnot ptx\n")
+    got = actions.compile_kernel(src, list(files), tu_kernels(ks), tmp_path / "obj", [90], cache, [], twins=twins)
+    assert got["twins_from_ptx"] == []
+    base, twin_rep = got["reports"][w["tu"]], got["twin_reports"][w["tu"]]
+    cand = {c: _blocks(base[s]["sm_90"]["registers"]) + 1 for c, s, _ in w["chunks"]
+            if _blocks(base[s]["sm_90"]["registers"]) < 3 and base[s]["sm_90"]["spill_stores"] <= 8}
+    assert cand and sorted(n for n, st in twin_rep.items() if st["sm_90"]["entry"]) == \
+        sorted(tb for c, _, tb in w["chunks"] if c in cand)
+    assert got["bounded"] == {c: b for c, b in cand.items() if twin_rep[w["chunks"][c][2]]["sm_90"]["spill_stores"] <= 8}
+    if how == "ptxas refuses the edit":
+        assert "bounded twins from PTX failed" in caplog.text
 
 
 def test_chunk_bounds_off_emits_no_twins_and_reruns_emit(tmp_path) -> None:

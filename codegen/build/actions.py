@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from codegen import EMITTER_VERSION
-from codegen.build import bounds, prelude, toolchain
+from codegen.build import bounds, prelude, toolchain, twin_ptx
 from codegen.build.autotune import (MAX_MIN_BLOCKS, MAX_PROBES, MAX_REGS, SPILL_SLACK_BYTES, TuneResult,
                                      bound_single, candidate_plans, estimated_choice, estimated_regs,
                                      first_probe, tune, tune_arch)
@@ -165,17 +165,26 @@ def stage_sources(files: dict[str, str], src_dir: Path) -> list[Path]:
 
 def compile_tus(tus: list[Path], obj_dir: Path, opts: toolchain.CompileOptions, cache: ObjectCache,
                 launcher: list[str] | None, jobs: int = 0, timeout_s: float | None = None,
-                extra_flags: dict[str, tuple[str, ...]] | None = None, suffix: str = "") -> dict:
+                extra_flags: dict[str, tuple[str, ...]] | None = None, suffix: str = "",
+                ptx: dict[str, str | None] | None = None) -> dict:
     """Compile TUs through the object cache in parallel; {tu name: (obj path, report, hit)}. A TU
-    named in `extra_flags` gets those flags after `opts`' own; objects are `<stem><suffix>.o`."""
+    named in `extra_flags` gets those flags after `opts`' own; objects are `<stem><suffix>.o`.
+    The TUs named in `ptx` ({tu name: None}) keep cicc's PTX where they can
+    (`CompileOptions.keep_ptx`: a bounded twin is made from it, twin_ptx.py), and `ptx[tu name]`
+    becomes that text (or stays None)."""
     obj_dir.mkdir(parents=True, exist_ok=True)
     jobs = jobs or max(1, min(len(tus), os.cpu_count() or 1))
 
     def one(tu: Path):
         more = (extra_flags or {}).get(tu.name, ())
         o = dataclasses.replace(opts, extra_flags=opts.extra_flags + more) if more else opts
+        keep = ptx is not None and tu.name in ptx
+        if keep:
+            o = dataclasses.replace(o, keep_ptx=True)
         r = cache.compile_cached(tu, obj_dir / (tu.stem + suffix + ".o"), o, include_dirs=[tu.parent],
                                  launcher=launcher, timeout_s=timeout_s)
+        if keep:
+            ptx[tu.name] = r.ptx
         return tu.name, (str(r.obj_path), r.report, r.hit)
 
     with ThreadPoolExecutor(jobs) as ex:
@@ -206,11 +215,14 @@ def check_kernel_names(kernels: dict[str, list[str]], reports: dict[str, dict]) 
 
 def compile_twins(src: Path, twins: list[dict], reports: dict[str, dict], obj_dir: Path,
                   opts: toolchain.CompileOptions, cache: ObjectCache, launcher: list[str] | None,
-                  jobs: int = 0, timeout_s: float | None = None) -> dict:
+                  jobs: int = 0, timeout_s: float | None = None,
+                  ptx: dict[str, str | None] | None = None) -> dict:
     """The bounded twins of a chunked Q's device TUs (`bounds`): each TU whose chunk kernels could
-    take a bound compiled again with `bounds.twin_flags` (through the object cache, in parallel).
-    Returns {"fatbins": {f<slot>.fatbin: path} of the twins taken, "flags": the table's defines,
-    "bounded": {chunk: min blocks} taken, "reports": {twin TU: ptxas report}}."""
+    take a bound compiled again (through the object cache, in parallel): from its first compile's
+    PTX (`ptx`, {TU: text}, as compile_tus kept it) edited by `twin_ptx.edit`, ptxas only, where
+    there is one; else from source with `bounds.twin_flags`. Returns {"fatbins": {f<slot>.fatbin:
+    path} of the twins taken, "flags": the table's defines, "bounded": {chunk: min blocks} taken,
+    "reports": {twin TU: ptxas report}, "from_ptx": the TUs whose twin was made from PTX}."""
     for w in twins:      # the manifest is ours, but what reaches a path or a flag is checked
         ok = (isinstance(w, dict) and w.get("tu") in reports and type(w.get("lib")) is int
               and isinstance(w.get("chunks"), list)
@@ -221,11 +233,37 @@ def compile_twins(src: Path, twins: list[dict], reports: dict[str, dict], obj_di
                                   "TU of this kernel with its chunks: rerun the build")
     cands = {w["tu"]: bounds.candidates(w, reports.get(w["tu"]) or {}) for w in twins}
     work = [w for w in twins if cands[w["tu"]]]
-    out: dict = {"fatbins": {}, "flags": (), "bounded": {}, "reports": {}}
+    out: dict = {"fatbins": {}, "flags": (), "bounded": {}, "reports": {}, "from_ptx": []}
     if not work:
         return out
-    got = compile_tus([src / w["tu"] for w in work], obj_dir, opts, cache, launcher, jobs, timeout_s,
-                      extra_flags={w["tu"]: bounds.twin_flags(cands[w["tu"]]) for w in work}, suffix="_twin")
+    # from the first compile's PTX where there is one (ptxas only: twin_ptx.py), else from source
+    edited: dict[str, Path] = {}
+    for w in work:
+        text = (ptx or {}).get(w["tu"])
+        if not text:
+            continue
+        names = {sym: (twin, cands[w["tu"]][c]) for c, sym, twin in w["chunks"] if c in cands[w["tu"]]}
+        try:
+            body = twin_ptx.edit(text, names)
+        except twin_ptx.TwinPtxError as e:
+            log.info("%s: bounded twin from source (its PTX: %s)", w["tu"], e)
+            continue
+        edited[w["tu"]] = stage_sources({Path(w["tu"]).stem + "_twin.ptx": body}, obj_dir / "twin_ptx")[0]
+    got: dict = {}
+    if edited:
+        try:
+            by_ptx = compile_tus(list(edited.values()), obj_dir, opts, cache, launcher, jobs, timeout_s)
+            got = {tu: by_ptx[p.name] for tu, p in edited.items()}
+        except toolchain.CompileGuardError:
+            raise
+        except toolchain.CompileError as e:   # an edit ptxas refuses is ours to fix, not the build's
+            log.warning("bounded twins from PTX failed (%s); compiling them from source", _why(e))
+    out["from_ptx"] = sorted(got)
+    rest = [w for w in work if w["tu"] not in got]
+    if rest:
+        got.update(compile_tus([src / w["tu"] for w in rest], obj_dir, opts, cache, launcher, jobs, timeout_s,
+                               extra_flags={w["tu"]: bounds.twin_flags(cands[w["tu"]]) for w in rest},
+                               suffix="_twin"))
     libs, chunks = [], []
     for w in work:
         obj, rep, _ = got[w["tu"]]
@@ -256,11 +294,12 @@ def compile_kernel(src: Path, files: list[str], kernels: dict[str, list[str]], o
     if len(tables) != 1:
         raise RuntimeError(f"{src}: expected one launch table among {sorted(files)}")
     dev = compile_options(archs, cache)
-    got = compile_tus([src / n for n in tus], obj_dir, dev, cache, launcher, jobs, timeout_s)
+    ptx = {w["tu"]: None for w in twins or [] if isinstance(w, dict) and isinstance(w.get("tu"), str)}
+    got = compile_tus([src / n for n in tus], obj_dir, dev, cache, launcher, jobs, timeout_s, ptx=ptx)
     reports = {n: got[n][1] for n in tus}
     check_kernel_names(kernels, reports)
     fatbins = {f"f{i}.fatbin": Path(got[n][0]) for i, n in enumerate(tus)}
-    tw = compile_twins(src, twins or [], reports, obj_dir, dev, cache, launcher, jobs, timeout_s)
+    tw = compile_twins(src, twins or [], reports, obj_dir, dev, cache, launcher, jobs, timeout_s, ptx)
     fatbins.update(tw["fatbins"])
     host = host_options(archs)
     table_host = dataclasses.replace(host, extra_flags=host.extra_flags + tw["flags"])
@@ -278,7 +317,7 @@ def compile_kernel(src: Path, files: list[str], kernels: dict[str, list[str]], o
         table, runtime = ex.map(lambda a: one(*a), [(tables[0], fatbins, []), (RUNTIME, {}, launcher)])
     return {"objects": [table[0], runtime[0]], "reports": reports, "hits": sum(1 for n in tus if got[n][2]),
             "host_hits": int(table[1]) + int(runtime[1]), "bounded": tw["bounded"],
-            "twin_reports": tw["reports"]}
+            "twin_reports": tw["reports"], "twins_from_ptx": tw["from_ptx"]}
 
 
 def _q_kernel_stats(pl: Plan, reports: list[dict]):
@@ -447,9 +486,10 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
                         tu = final[1]
                     elif final is not None and min_blocks and final[0] == pl.ops_per_chunk == 0:
                         tu = whole_tu(0, min_blocks)
+                    # (compiled as cc will: the PTX is kept for the bounded twins cc makes from it)
                     if tu is not None:
                         got = compile_tus(stage_sources(tu, sub), sub / "obj", compile_options(archs, cache),
-                                          cache, launcher)
+                                          cache, launcher, ptx=dict.fromkeys(tu))
                         return measured(ks.plan, min_blocks, got)
                     if len(reps) < ks.plan.n_chunks:
                         sampled[pl.ops_per_chunk] = reps
@@ -457,7 +497,8 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
                         probed[(pl.ops_per_chunk, min_blocks)] = reps
                     tus = stage_sources(render_probe(ks, reps), sub)
                     got = compile_tus(tus, sub / "obj", compile_options(archs, cache) if as_cc
-                                      else prelude.options(cubin, cache), cache, launcher)
+                                      else prelude.options(cubin, cache), cache, launcher,
+                                      ptx=dict.fromkeys(t.name for t in tus) if as_cc else None)
                     regs, spills = measured(ks.plan, min_blocks, got)
                     return fill_unprobed(ks.q, ks.plan, regs, reps), spills
 
@@ -577,6 +618,7 @@ def act_cc(key: str, manifest: str, obj_dir: str, out: str, archs: list[int], so
             doc["hits"] = got["hits"]
             doc["bounded"] = {str(c): b for c, b in sorted(got["bounded"].items())}
             doc["twin_reports"] = got["twin_reports"]
+            doc["twins_from_ptx"] = got["twins_from_ptx"]
             doc["spill_bytes"] = sum(toolchain.spill_bytes(r) for r in doc["reports"].values())
         _write_json(Path(out), doc)
     except (toolchain.CompileError, KernelNameError, OSError) as e:   # nvcc failed/crashed/timed out; disk full

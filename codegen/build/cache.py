@@ -6,7 +6,10 @@ An entry is one file ``<root>/<kk>/<key>.obj``::
     <sha256 hex of the payload>\\n
     payload = <header JSON, one line>\\n<object bytes>
 
-The header holds the key, the object's size and the ptxas report. A read re-checks format, digest,
+The header holds the key, the object's size and the ptxas report. Beside it, for a compile that
+kept it (``CompileOptions.keep_ptx``), ``<key>.ptx``: the same layout around cicc's PTX, zlib-
+compressed, with an empty report (a bounded twin is made from it: twin_ptx.py); an entry of its
+own for pruning, and its absence only means the twin is compiled from source. A read re-checks format, digest,
 key and size; anything off is a miss and the entry is removed (reads fail soft). Writes go
 through :func:`atomic_write`, so concurrent writers of one key never expose a partial entry: the
 last ``os.replace`` wins, and same key means same bytes.
@@ -24,6 +27,7 @@ import re
 import secrets
 import threading
 import time
+import zlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -99,6 +103,8 @@ class CachedCompile:
     hit: bool
     key: str
     result: _tc.CompileResult | None
+    #: cicc's PTX, when asked for (``CompileOptions.keep_ptx``) and kept (compiled so, or cached)
+    ptx: str | None = None
 
 
 class ObjectCache:
@@ -150,12 +156,25 @@ class ObjectCache:
                         opts.flags(), _tc.knobs().keyed_env, data)
 
     # -- entries ----------------------------------------------------------------------------
-    def path(self, key: str) -> Path:
-        return self.root / key[:2] / f"{key}.obj"
+    def path(self, key: str, ext: str = ".obj") -> Path:
+        return self.root / key[:2] / f"{key}{ext}"
 
-    def get(self, key: str) -> tuple[bytes, dict] | None:
+    def get_ptx(self, key: str) -> str | None:
+        """The PTX kept with entry `key` (`put_ptx`), or None."""
+        got = self.get(key, ".ptx")
+        if got is None:
+            return None
+        try:
+            return zlib.decompress(got[0]).decode()
+        except (zlib.error, UnicodeDecodeError):
+            return None
+
+    def put_ptx(self, key: str, ptx: str) -> Path | None:
+        return self.put(key, zlib.compress(ptx.encode()), {}, ".ptx")
+
+    def get(self, key: str, ext: str = ".obj") -> tuple[bytes, dict] | None:
         """``(object bytes, ptxas report)`` or None; a bad entry is removed. Hits touch mtime."""
-        p = self.path(key)
+        p = self.path(key, ext)
         try:
             blob = p.read_bytes()
         except OSError:
@@ -182,7 +201,7 @@ class ObjectCache:
             pass
         return obj, meta["report"]
 
-    def put(self, key: str, obj: bytes, report: dict) -> Path | None:
+    def put(self, key: str, obj: bytes, report: dict, ext: str = ".obj") -> Path | None:
         """Store an entry atomically (concurrent puts of one key are safe), then prune when the
         cache may have grown past ``max_bytes`` (`_USAGE`: the first put of a process always does).
 
@@ -192,7 +211,7 @@ class ObjectCache:
         head = json.dumps({"key": key, "size": len(obj), "report": report},
                           sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
         payload = head + b"\n" + obj
-        p = self.path(key)
+        p = self.path(key, ext)
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
             blob = _MAGIC + f"{_sha(payload)}\n".encode() + payload
@@ -235,7 +254,7 @@ class ObjectCache:
                     if now - st.st_mtime > _TMP_MAX_AGE_S:
                         f.unlink(missing_ok=True)
                         removed += 1
-                elif f.name.endswith(".obj"):
+                elif f.name.endswith((".obj", ".ptx")):
                     entries.append((st.st_mtime, st.st_size, f))
         total = sum(size for _, size, _ in entries)
         for _, size, f in sorted(entries, key=lambda e: (e[0], e[2].name)):
@@ -266,9 +285,12 @@ class ObjectCache:
                 self.hits += 1
                 Path(out_obj).parent.mkdir(parents=True, exist_ok=True)
                 atomic_write(out_obj, got[0])
-                return CachedCompile(Path(out_obj), got[1], True, key, None)
+                return CachedCompile(Path(out_obj), got[1], True, key, None,
+                                     self.get_ptx(key) if opts.keep_ptx else None)
             self.misses += 1
             res = _tc.compile_object(tu_path, out_obj, opts, include_dirs=include_dirs,
                                      launcher=launcher, timeout_s=timeout_s, nvcc=nvcc, inputs=inputs)
+            if res.ptx is not None:     # first: an object entry found later finds its PTX
+                self.put_ptx(key, res.ptx)
             self.put(key, Path(out_obj).read_bytes(), res.report)
-            return CachedCompile(res.obj_path, res.report, False, key, res)
+            return CachedCompile(res.obj_path, res.report, False, key, res, res.ptx)
