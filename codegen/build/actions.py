@@ -355,19 +355,26 @@ def slack_stores(pl: Plan, reports: list[dict]) -> int:
 
 
 #: a plan of more chunk kernels than PROBE_SAMPLE + 2 is probed through PROBE_SAMPLE evenly spaced
-#: chunks and the one of the highest estimated registers
-PROBE_SAMPLE = 3
+#: chunks and the one of the highest estimated registers. 6 since 0.19.1 (3 before): replaying the
+#: tuner on the four H200 sweeps with every chunk's registers (sessions 3, 4, 7, 14;
+#: tests/test_autotune.py), 6 chooses what it chooses knowing every chunk's registers on all four,
+#: 3 on two (session 14: the sample's Large at 96 ops per chunk, 1.044x slower than 128; session
+#: 7: at 64, 1.098x), 5 on three. On the H200 the sample's Large now takes 128 ops per chunk,
+#: 1.04x faster (557 -> 581 G); the 3 more chunks a probe of a large Q compiles cost 1.5 s (4%) of
+#: the sample's cold build CPU (docs/BENCHMARKS.md "Session 17")
+PROBE_SAMPLE = 6
 
 
 def representatives(q: KernelIR, pl: Plan) -> list[int]:
     """The chunks a probe compiles: all of a small plan; of a large one, PROBE_SAMPLE chunks evenly
     spaced from the first to the last (it writes q), a sample of the plan's register counts, and the
     one with the highest estimated registers (live words and ops: autotune.estimated_regs), the
-    likeliest to spill. Compiling 4 chunks instead of a hundred is what makes the tune of a large
-    Q cost a few seconds (issue #15). (Before 0.18.4: the 3 highest estimates and the last, a sample
-    of the heaviest chunks only: with `fill_unprobed` scaling every estimate by their ratio, the
-    sample's Large took 64-op chunks, 1.17x slower on the H200 than 128 and 1.12x than 96;
-    docs/BENCHMARKS.md "Session 14", tests/test_autotune.py.)"""
+    likeliest to spill. Compiling 7 chunks instead of a hundred is what makes the tune of a large
+    Q cost a few seconds (issue #15). (Before 0.19.1: 3 evenly spaced chunks and the top. Before
+    0.18.4: the 3 highest estimates and the last, a sample of the heaviest chunks only: with
+    `fill_unprobed` scaling every estimate by their ratio, the sample's Large took 64-op chunks,
+    1.17x slower on the H200 than 128 and 1.12x than 96; docs/BENCHMARKS.md "Session 14",
+    tests/test_autotune.py.)"""
     n = pl.n_chunks
     if n <= PROBE_SAMPLE + 2:
         return list(range(n))
