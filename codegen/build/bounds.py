@@ -24,7 +24,8 @@ from codegen.build.autotune import BLOCK, MAX_THREADS_PER_SM, SPILL_SLACK_BYTES,
 MAX_TWIN_BLOCKS = 3
 #: a bounded kernel is taken when ptxas stores at most this many bytes to local memory in it. More
 #: gained nothing on the H200 (session 17, the sample's Large at 128 ops per chunk, same run:
-#: 8 bounded chunks 33.98 ms; 64 B: 16 bounded, 33.75 ms; 192 B: 25, 34.00 ms; 1,024 B: 30, 34.94 ms)
+#: 8 bounded chunks 33.98 ms; 64 B: 16 bounded, 33.75 ms; 192 B: 25, 34.00 ms; 1,024 B: 30, 34.94 ms;
+#: 32 B: 11, 1.01x on Large twice, and Intermediates 0.99x, its chunk 1 bounded too)
 TWIN_SPILL_BYTES = SPILL_SLACK_BYTES
 
 
