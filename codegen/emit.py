@@ -449,6 +449,65 @@ def kernel_name(kind: str, n: int, fields: list) -> str:
     return f"k{d[:16]}_{kind}{_i(n)}"
 
 
+#: entries of a Q kernel's exps_offs (templates/exps_abi.h EXPS_MAX_OFFS): its first OFFS_MAX
+#: distinct column words and scratch slots; any more keep the address arithmetic of their own
+OFFS_MAX = 128
+_OFF_KIND = {"1": 1, "2": 2, "3": 3, "cst": 4}     # exps_abi.h EXPS_OFF_*: cm stage 1-3, const
+_OFF_ZI, _OFF_SCRATCH = 5, 6
+_COL_RE = re.compile(r"X\.(?:cm\[([123])\]|(cst)) \+ \(\(uint64_t\)(\d+) << X\.lg\) \+ (row|EXPS_ROW\((-?\d+)\))")
+_ZI_RE = re.compile(r"X\.zi \+ row\b")
+_SCRATCH_RE = re.compile(r"scratch\[(\d+) \* wave \+ lo\]")
+
+
+def offset_lines(lines: list[str]) -> tuple[list[str], list[int]]:
+    """A Q chunk's lines with its column and scratch addresses at byte offsets from one base per
+    section and row shift (docs/DESIGN-column-offsets.md): `X.cm[s] + ((uint64_t)c << X.lg) + row`
+    becomes `(const uint64_t*)(exps_rb + O.v[i])`, `scratch[k * wave + lo]` `(*(uint64_t*)(exps_sb +
+    O.v[j]))`; and the descriptors of O's entries (`kind << 32 | index`, exps_abi.h EXPS_OFF_*) that
+    the launcher turns into byte offsets. Only this module's own renderings match (`_leaf_c`,
+    `_scratch_c`); the bases are declared first: `exps_rb` (the aux trace at the row; at a
+    shifted row `exps_rb_m1`, `exps_rb_p1`, ...), `exps_cb` (the const tree: `exps_cb_m1`,
+    `exps_cb_p1`, ...), `exps_sb` (the scratch at the wave's row)."""
+    entries: dict[tuple[int, int], int] = {}
+    bases: dict[str, str] = {}
+
+    def entry(kind: int, index: int) -> int | None:
+        k = (kind, index)
+        if k not in entries:
+            if len(entries) >= OFFS_MAX or not 0 <= index < 1 << 32:
+                return None
+            entries[k] = len(entries)
+        return entries[k]
+
+    def row_base(prefix: str, src: str, shift: int) -> str:
+        name = prefix + ("" if shift == 0 else (f"_m{_i(-shift)}" if shift < 0 else f"_p{_i(shift)}"))
+        if name not in bases:
+            bases[name] = f"const char* const {name} = {src} + ((uint64_t){_row(shift)} << 3);"
+        return name
+
+    def col(m: re.Match) -> str:
+        stage, cst, c, shift = m.group(1), m.group(2), int(m.group(3)), int(m.group(5) or 0)
+        i = entry(_OFF_KIND[cst or stage], c)
+        if i is None:
+            return m.group(0)
+        b = row_base("exps_cb", "(const char*)X.cst", shift) if cst else row_base("exps_rb", "X.aux", shift)
+        return f"(const uint64_t*)({b} + O.v[{_i(i)}])"
+
+    def zi(m: re.Match) -> str:
+        i = entry(_OFF_ZI, 0)
+        return m.group(0) if i is None else f"(const uint64_t*)({row_base('exps_rb', 'X.aux', 0)} + O.v[{_i(i)}])"
+
+    def slot(m: re.Match) -> str:
+        i = entry(_OFF_SCRATCH, int(m.group(1)))
+        if i is None:
+            return m.group(0)
+        bases.setdefault("exps_sb", "char* const exps_sb = (char*)scratch + (lo << 3);")
+        return f"(*(uint64_t*)(exps_sb + O.v[{_i(i)}]))"
+    out = [_SCRATCH_RE.sub(slot, _ZI_RE.sub(zi, _COL_RE.sub(col, ln))) for ln in lines]
+    descs = [kind << 32 | index for (kind, index) in entries]
+    return list(bases.values()) + out, descs
+
+
 def q_part(ks: KernelSource, c: int) -> dict:
     """Chunk `c` of `ks` as q_chunks.cu.j2 renders it: index, lines, last, kname (cached)."""
     if ks._q_parts.get("of") != (id(ks.q), id(ks.plan)):
@@ -464,15 +523,15 @@ def q_part(ks: KernelSource, c: int) -> dict:
         value = ks._q_parts["value"]
         if "users" not in ks._q_parts:
             ks._q_parts["users"] = single_users(ir)
-        lines = chunk_body(ir, pl, c, ks._q_parts["read"], value, ks._q_parts["users"])
+        lines, offs = offset_lines(chunk_body(ir, pl, c, ks._q_parts["read"], value, ks._q_parts["users"]))
         # the last chunk holds the exact program its rows fall back to (codegen/program.py)
         prog = exact_program(ir, pl) if last and value else None
         rows = prog.c_rows() if prog else []
         res = prog.c_result() if prog else []
         got = {"index": c, "lines": lines, "last": last, "prog": rows, "prog_res": res,
-               "prog_words": prog.local_words if prog else 0,
+               "prog_words": prog.local_words if prog else 0, "offs": offs,
                "kname": kernel_name("q_c", c, [lines, last, pl.n_chunks == 1, f"v{len(ir.ops) - 1}",
-                                               ir.out_dim, rows, res])}
+                                               ir.out_dim, rows, res, offs])}
         ks._q_parts[c] = got
     return got
 
@@ -560,7 +619,7 @@ def device_tus(files) -> list[str]:
 #: (const StepsParams*, uint64_t*, uint64_t*, 7 x uint64_t) and (const StepsParams*, uint64_t*,
 #: 9 x uint64_t, unsigned); uint64_t is `unsigned long` (m) on the 64-bit Linux hosts nvcc builds for.
 #: The build checks every name against the kernels ptxas compiled (actions.check_kernel_names).
-Q_PARAMS = "PK11StepsParamsPmS2_mmmmmmm"
+Q_PARAMS = "PK11StepsParamsPmS2_mmmmmmm9exps_offs"
 X_PARAMS = "PK11StepsParamsPmmmmmmmmmmj"
 
 
@@ -634,8 +693,10 @@ def launch_table(ks: KernelSource, tu_ops: int = TU_OPS) -> dict:
     q = [None] * ks.plan.n_chunks
     for g, idx in enumerate(q_groups):
         for c in idx:
-            n = q_part(ks, c)["kname"]
-            q[c] = {"lib": lib[f"{key}_q{g}.cu"], "sym": kernel_symbol(f"{n}_k", Q_PARAMS), "host": f"{n}_h"}
+            part = q_part(ks, c)
+            n = part["kname"]
+            q[c] = {"lib": lib[f"{key}_q{g}.cu"], "sym": kernel_symbol(f"{n}_k", Q_PARAMS), "host": f"{n}_h",
+                    "offs": ", ".join(f"{_i(d)}ull" for d in part["offs"]), "n_offs": _i(len(part["offs"]))}
     exprs = []
     xs = x_parts(ks)
     for g, idx in enumerate(x_groups):

@@ -167,7 +167,7 @@ def _tune_action(s: Settings, key, ir_json, out, work, emit_only=False, content=
             log.error("tune %s: %s", key, e)
             return False
     return actions.act_tune(key, ir_json, out, work, s.archs(), s.chunk, s.slots_cap, s.launcher_argv(),
-                            content, s.hashed())
+                            content, s.hashed(), s.chunk_bounds)
 
 
 def _cc_action(s: Settings, key, manifest, obj_dir, out, so_paths, airs):
@@ -256,7 +256,7 @@ def exps_tasks(s: Settings, emit_only: bool = False):
                "file_dep": [str(ir_json)], "targets": [str(tune_json)],
                "uptodate": [lazy_config_changed(lambda: {
                    "emitter": EMITTER_VERSION, "chunk": s.chunk, "slots_cap": s.slots_cap,
-                   "archs": s.archs(), "nvcc": s.nvcc_text()})], "clean": True}
+                   "archs": s.archs(), "nvcc": s.nvcc_text(), "chunk_bounds": s.chunk_bounds})], "clean": True}
         yield {"basename": s.stage("emit"), "name": key,
                "actions": [(actions.act_emit, [key, str(ir_json), str(tune_json), str(kd / "src"),
                                          str(manifest), first.content, s.hashed(),

@@ -9,11 +9,25 @@
 
 struct StepsParams;   // the prover's (gen_common.cuh); the launcher only passes the pointer on
 
+// A Q kernel's byte offsets (docs/DESIGN-column-offsets.md): entry i is where the i-th column word
+// or scratch slot its text reads or writes (`O.v[i]`) starts, from the aux trace, the const tree or
+// the scratch; the launcher computes them once per launch from exps_q_kernel::offs (descriptors:
+// kind << 32 | index) and passes them as the kernel's last parameter (the constant bank: an offset
+// is an operand of the address add, no load and no shift of the column index by log2(NExt)).
+#define EXPS_MAX_OFFS 128
+#define EXPS_OFF_CM1 1ull      // kinds 1-3: stage s column index: (off_cm<s> + index * NExt) * 8 from aux
+#define EXPS_OFF_CONST 4ull    // a fixed column: index * NExt * 8 from the const tree
+#define EXPS_OFF_ZI 5ull       // the zerofier (boundary index): (off_zi + index * NExt) * 8 from aux
+#define EXPS_OFF_SCRATCH 6ull  // scratch slot index: index * wave * 8 from the scratch
+struct exps_offs {
+    uint64_t v[EXPS_MAX_OFFS];
+};
+
 // The host check's form of a kernel (the device TU compiled by g++: the rows of one launch, the
 // kernel's own arguments). 0 in a CUDA build.
-// Q chunk c: (P, q, scratch, wave, base, NExt, off_cm1, off_cm2, off_cm3, off_zi)
+// Q chunk c: (P, q, scratch, wave, base, NExt, off_cm1, off_cm2, off_cm3, off_zi, offsets)
 typedef void (*exps_q_host)(const StepsParams*, uint64_t*, uint64_t*, uint64_t, uint64_t, uint64_t,
-                            uint64_t, uint64_t, uint64_t, uint64_t);
+                            uint64_t, uint64_t, uint64_t, uint64_t, const exps_offs&);
 // expression: (P, dest, N, destDomain, off_cm1, off_cm2, off_cm3, mode, scalar, stagePos, destDim, destExpr)
 typedef void (*exps_x_host)(const StepsParams*, uint64_t*, uint64_t, uint64_t, uint64_t, uint64_t,
                             uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, unsigned);
@@ -23,6 +37,8 @@ struct exps_q_kernel {
     unsigned lib;            // its device TU: index into exps_desc::fatbins
     const char* name;        // its symbol in that fatbin (the mangled name of k<digest>_q_c<c>_k)
     exps_q_host host;
+    const uint64_t* offs;    // its exps_offs entries' descriptors (n_offs <= EXPS_MAX_OFFS)
+    unsigned n_offs;
 };
 
 // One trace-domain expression kernel; exps_desc::x is sorted by exp_id.

@@ -70,6 +70,24 @@ struct XArgs {
     unsigned destExpr;
 };
 
+// Q kernel k's exps_offs for the launch a (docs/DESIGN-column-offsets.md): byte offsets from the
+// aux trace (stage columns, the zerofier), the const tree or the scratch of the wave, as the
+// kernel's text read them before (`X.cm[s] + (c << log2 NExt) + row`, `scratch[slot * wave + lo]`).
+// The host form gets the same words as the kernel.
+void q_offsets(const exps_q_kernel& k, const QArgs& a, exps_offs& o) {
+    for (unsigned i = 0; i < k.n_offs && i < EXPS_MAX_OFFS; ++i) {
+        const uint64_t kind = k.offs[i] >> 32, index = k.offs[i] & 0xffffffffull;
+        uint64_t words = 0;
+        if (kind == EXPS_OFF_CM1) words = a.o1 + index * a.NExt;
+        else if (kind == EXPS_OFF_CM1 + 1) words = a.o2 + index * a.NExt;
+        else if (kind == EXPS_OFF_CM1 + 2) words = a.o3 + index * a.NExt;
+        else if (kind == EXPS_OFF_CONST) words = index * a.NExt;
+        else if (kind == EXPS_OFF_ZI) words = a.ozi + index * a.NExt;
+        else if (kind == EXPS_OFF_SCRATCH) words = index * a.wave;
+        o.v[i] = words * 8;
+    }
+}
+
 #ifdef EXPS_HOSTCHECK
 // ------------------------------------------------------------------- host check: host forms
 struct Loaded {};
@@ -79,7 +97,9 @@ const Loaded* load() {
 }
 int launch_q(const Loaded*, uint64_t c, uint64_t grid, QArgs& a, exps_stream_t) {
     (void)grid;
-    D.q[c].host(a.P, a.q, a.scratch, a.wave, a.base, a.NExt, a.o1, a.o2, a.o3, a.ozi);
+    exps_offs o = {};
+    q_offsets(D.q[c], a, o);
+    D.q[c].host(a.P, a.q, a.scratch, a.wave, a.base, a.NExt, a.o1, a.o2, a.o3, a.ozi, o);
     return 1;
 }
 int run_x(exps_x_host h, XArgs& a) {
@@ -210,7 +230,9 @@ int launch(cudaKernel_t k, uint64_t grid, void** args, exps_stream_t stream) {
 }
 
 int launch_q(const Loaded* l, uint64_t c, uint64_t grid, QArgs& a, exps_stream_t stream) {
-    void* args[] = {&a.P, &a.q, &a.scratch, &a.wave, &a.base, &a.NExt, &a.o1, &a.o2, &a.o3, &a.ozi};
+    exps_offs o = {};
+    q_offsets(D.q[c], a, o);
+    void* args[] = {&a.P, &a.q, &a.scratch, &a.wave, &a.base, &a.NExt, &a.o1, &a.o2, &a.o3, &a.ozi, &o};
     return launch(l->q[c], grid, args, stream);
 }
 

@@ -340,6 +340,7 @@ struct ExpsCtx {
     const uint64_t* airgroupvalues;
     const uint64_t* proofvalues;
     const uint64_t* evals;
+    const char* aux;         // P->aux_trace: the base of a Q kernel's exps_offs column offsets
     uint64_t D, mask;
     unsigned lg;             // log2(D): column c starts at c << lg
     // what the context was made of (exps_ctx's arguments): exps_q_exact makes its own from them,
@@ -376,6 +377,7 @@ EXPS_HD ExpsCtx exps_ctx(const StepsParams* P, uint64_t D, int extended, uint64_
     X.cm[3] = aux + o3;
     X.cst = extended ? P->pConstPolsExtendedTreeAddress : P->pConstPolsAddress;
     X.zi = aux + ozi;
+    X.aux = (const char*)aux;
     X.publics = P->publicInputs;
     X.challenges = P->challenges;
     X.airvalues = P->airValues;

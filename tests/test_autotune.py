@@ -283,17 +283,18 @@ def test_chosen_probe_is_ccs_first_device_tu(tmp_path, monkeypatch):
     sm_90 the only target); the chosen one is not the first probe, so its chunks (`probed` in
     tune.json) become a device TU of their own with the probe's text: cc takes it from the object
     cache and compiles only the expressions' TU (and the generic inverse kernel's: this cache is cold).
-    The search starts at 96-op chunks here (the estimate would start at the single kernel, its
-    choice since 0.18.1, and end there)."""
+    The search starts at 48-op chunks here (the estimate would start at the single kernel, its
+    choice since 0.18.1, and end there) and ends at 96 (0.20.0; 96 before, from a start at 96)."""
     from codegen.build import actions
     from codegen.build.actions import act_cc, act_emit
     from codegen.emit import probed_pays, render_probe
-    monkeypatch.setattr(at, "first_probe", lambda ir, plans, m=None: (96, False))
-    monkeypatch.setattr(actions, "first_probe", lambda ir, plans, m=None: (96, False))
+    monkeypatch.setattr(at, "first_probe", lambda ir, plans, m=None: (48, False))
+    monkeypatch.setattr(actions, "first_probe", lambda ir, plans, m=None: (48, False))
     launcher, log, ir_json, tune_json, man, content, settings = _tuned_as_cc(
         tmp_path, monkeypatch, "sh", SAMPLE / "Rec/airs/Shared/recursive1/Shared")
     t = json.loads(tune_json.read_text())
-    probes = log.read_text().splitlines()
+    assert t["ops_per_chunk"] == 96, t
+    probes = [c for c in log.read_text().splitlines() if "-DEXPS_TWIN" not in c]   # (and their twins)
     # (96 and 128 ops per chunk are the same 2-chunk plan after the IR passes: one compile)
     assert 2 <= len(probes) <= len(t["probes"]) and all(" -c -fatbin " in p for p in probes)
     assert t["ops_per_chunk"] != t["probes"][0]["ops_per_chunk"] and t["probed"], t
@@ -465,7 +466,11 @@ def test_large_plans_probe_device_code_of_representatives_only(tmp_path) -> None
     """The sample's Large (5,394 Q ops): every probe of a plan of more than PROBE_SAMPLE + 2
     chunks compiles one TU of PROBE_SAMPLE chunk kernels (for sm_90, the only target: as cc
     compiles, `-c -fatbin`); tune.json records which, and the chosen plan's are `probed`: emit
-    makes them a TU of their own, the probe's text, so cc finds its object in the cache."""
+    makes them a TU of their own, the probe's text, so cc finds its object in the cache. Each
+    probe's chunks that could take a launch bound are compiled once more as the bounded twin cc
+    would make (`with_twins`; from source here: a compiler launcher keeps no PTX), and the probe
+    counts a twin's registers where it spills nothing: Large then takes 128 ops per chunk (605 G
+    on the H200, 1.08x its 96), without the twins (`chunk_bounds` off) 96."""
     import os
     from codegen.build.actions import PROBE_SAMPLE
     rel = ROOT / "provingkey-sample/synth/Basic/airs/Large/air/Large"
@@ -476,13 +481,21 @@ def test_large_plans_probe_device_code_of_representatives_only(tmp_path) -> None
                [], remove_stale=False)
         assert act_tune("k", str(tmp_path / "ir.json"), str(tmp_path / "tune.json"), str(tmp_path / "w"), [90],
                         None, launcher=[str(launcher)])
+        assert act_tune("k", str(tmp_path / "ir.json"), str(tmp_path / "tune0.json"), str(tmp_path / "w0"), [90],
+                        None, launcher=[str(launcher)], chunk_bounds=False)
     finally:
         os.environ.pop("EXPS_CACHE_DIR")
     t = json.loads((tmp_path / "tune.json").read_text())
-    calls = log.read_text().splitlines()
-    assert len(calls) == len(t["probes"]) >= 2
+    assert t["ops_per_chunk"] == 128
+    t0 = json.loads((tmp_path / "tune0.json").read_text())
+    assert t0["ops_per_chunk"] == 96
+    every = log.read_text().splitlines()
+    calls = [c for c in every if "-DEXPS_TWIN" not in c]
+    twins = [c for c in every if "-DEXPS_TWIN" in c]
+    assert len(calls) == len(t["probes"]) >= 2          # the second tune's probes: cache hits
+    assert 1 <= len(twins) <= len(t["probes"]) and all("-o k_qprobe_twin.o" in c for c in twins), twins
     assert all(" -c -fatbin " in c and "arch=compute_90,code=sm_90" in c and "k_qprobe.cu" in c
-               for c in calls), calls
+               for c in every), every
     assert set(t["sampled"]) == {str(p["ops_per_chunk"]) for p in t["probes"]}
     assert all(PROBE_SAMPLE <= len(v) <= PROBE_SAMPLE + 1 and v[0] == 0 for v in t["sampled"].values())
     assert t["ops_per_chunk"] in {p["ops_per_chunk"] for p in t["probes"] if p["spills"] == 0}
@@ -517,18 +530,18 @@ def test_chunk_stats_counts_spills_above_the_slack_only():
     assert chunk_stats("t", pl, [other]) == ([0] * pl.n_chunks, 0)
 
 
-MRC2 = PK / "range_check/provingKey/range_check/MultiRangeCheck2/airs/MultiRangeCheck2/air/MultiRangeCheck2"
 @needs_nvcc
 def test_a_spill_within_the_slack_is_no_spill(tmp_path, monkeypatch):
     """ptxas trades a word or two of spill for one more block per SM (session 11: MultiRangeCheck2's
     single kernel at 0.17.5, 80 registers and 4 B, 1.21x faster as one kernel than the chunks a strict
-    rule cut it into). At 0.18.1 (nvcc 13, sm_90) the sample's Medium: its 96-op plan, the tune's
-    choice, has a chunk kernel of 128 registers storing 8 B. Within the slack that plan is chosen;
-    with no slack the same probe spills and another plan is."""
+    rule cut it into). At 0.20.0 (nvcc 13, sm_90) RangeCheckMix's single kernel is 122 registers, and
+    bounded to 3 blocks per SM ptxas fits 80 storing 8 B (0.18.1's example, the sample's Medium at 96
+    ops per chunk, spills nothing since). Within the slack the bound is taken; with no slack the
+    same bounded probe spills and the kernel stays unbounded."""
     from codegen.build import actions
     monkeypatch.setenv("EXPS_CACHE_DIR", str(tmp_path / "cache"))
     ir_json = tmp_path / "ir.json"
-    act_ir("m", f"{MEDIUM}.starkinfo.json", f"{MEDIUM}.expressionsinfo.json", str(ir_json), [])
+    act_ir("m", f"{RCMIX}.starkinfo.json", f"{RCMIX}.expressionsinfo.json", str(ir_json), [])
 
     def tuned(slack: int, name: str) -> dict:
         monkeypatch.setattr(actions, "SPILL_SLACK_BYTES", slack)
@@ -537,12 +550,13 @@ def test_a_spill_within_the_slack_is_no_spill(tmp_path, monkeypatch):
         return json.loads(out.read_text())
 
     strict, slack = tuned(0, "strict.json"), tuned(8, "slack.json")
-    at96 = [p for p in strict["probes"] if p["ops_per_chunk"] == 96]
-    assert at96 and at96[0]["spills"] > 0 and at96[0]["cost"] is None, strict
-    assert strict["ops_per_chunk"] not in (0, 96), strict
-    assert slack["ops_per_chunk"] == 96, slack
-    [p96] = [p for p in slack["probes"] if p["ops_per_chunk"] == 96]
-    assert p96["spills"] == 0 and p96["regs"] == at96[0]["regs"] and max(p96["regs"]) == 128, slack
+    [b0] = [p for p in strict["probes"] if p["min_blocks"] == 3]
+    [b8] = [p for p in slack["probes"] if p["min_blocks"] == 3]
+    assert b0["spills"] > 0 and b0["cost"] is None and b0["regs"] == b8["regs"] == [80], strict
+    assert b8["spills"] == 0 and b8["cost"] is not None, slack
+    assert (strict["ops_per_chunk"], strict["min_blocks"]) == (0, 0), strict
+    assert (slack["ops_per_chunk"], slack["min_blocks"]) == (0, 3), slack
+    assert max(strict["probes"][0]["regs"]) > 80
 
 
 # ------------------------------------------------------------------ the single kernel's launch bound
@@ -604,18 +618,22 @@ def test_slack_stores_counts_the_spills_chunk_stats_forgives():
     assert slack_stores(pl, [other]) == 0
 
 
-MRC1 = PK / "range_check/provingKey/range_check/MultiRangeCheck1/airs/MultiRangeCheck1/air/MultiRangeCheck1"
+L3 = PK / "lookup/provingKey/lookup/Lookup/airs/Lookup3/air/Lookup3"
+L2_12 = PK / "lookup/provingKey/lookup/Lookup/airs/Lookup2_12/air/Lookup2_12"
+RCMIX = PK / "range_check/provingKey/range_check/RangeCheckMix/airs/RangeCheckMix/air/RangeCheckMix"
 RC4 = PK / "range_check/provingKey/range_check/RangeCheck4/airs/RangeCheck4/air/RangeCheck4"
 
 
 @needs_nvcc
 @requires("pk")
-@pytest.mark.parametrize("base, bound", [(MRC1, 3), (MRC2, 3), (RC4, 0)], ids=["MRC1", "MRC2", "RC4"])
+@pytest.mark.parametrize("base, bound", [(L3, 3), (L2_12, 3), (RC4, 0)], ids=["Lookup3", "Lookup2_12", "RC4"])
 def test_the_tune_bounds_a_single_kernel_with_real_nvcc(tmp_path, monkeypatch, base, bound):
-    """nvcc 13, sm_90: MultiRangeCheck1's single kernel is 98 registers (2 blocks of 256 per SM),
-    bounded to 3 blocks 80 and no spill (1.08x on the H200); MultiRangeCheck2's is 80 with 28 B
-    spilled (ptxas's own trade for 3 blocks), bounded 80 and none; RangeCheck4's is 100, bounded it
-    spills and keeps its kernel. The emitted Q kernel carries the bound."""
+    """nvcc 13, sm_90, emitter 0.20.0: Lookup3's single kernel is 84 registers (2 blocks of 256 per
+    SM), bounded to 3 blocks 80 and no spill; Lookup2_12's is 80 with 24 B spilled (ptxas's own
+    trade for 3 blocks: the tune tries chunks first), bounded 80 and none; RangeCheck4's is 102,
+    bounded it spills and keeps its kernel. The emitted Q kernel carries the bound. (Up to 0.19.1
+    MultiRangeCheck1 and 2 were the first two, 1.08x and 1.25x bounded on the H200; with the
+    launcher's offsets they fit 80 registers unbounded.)"""
     from codegen.build.actions import act_emit
     monkeypatch.setenv("EXPS_CACHE_DIR", str(tmp_path / "cache"))
     ir_json, tune_json, man = tmp_path / "ir.json", tmp_path / "tune.json", tmp_path / "k" / "manifest.json"
@@ -628,9 +646,9 @@ def test_the_tune_bounds_a_single_kernel_with_real_nvcc(tmp_path, monkeypatch, b
     assert [p["min_blocks"] for p in t["probes"]].count(3) == 1
     assert max(natural["regs"]) >= 80 and max(bounded["regs"]) <= 80
     assert (bounded["spills"] == 0) == (bound == 3)
-    # MultiRangeCheck2 (0.18.1): unbounded, ptxas fits 3 blocks with 28 B spilled, so the tune had
-    # cut it in chunks (0.80x on the H200); bounded it does not spill and is one kernel again
-    assert (natural["spills"] > 0 and len(t["probes"]) == 3) == (base == MRC2)
+    # Lookup2_12 (0.20.0): unbounded, ptxas fits 3 blocks with 24 B spilled, so the tune tries
+    # chunks (as MultiRangeCheck2 at 0.18.1: 0.80x on the H200); bounded it does not spill
+    assert (natural["spills"] > 0 and len(t["probes"]) == 4) == (base == L2_12)
     settings = {"cap": 0, "expr_cap": 0, "slots_cap": 1 << 20}
     assert act_emit("m", str(ir_json), str(tune_json), str(man.parent / "src"), str(man), "d" * 64, settings)
     assert json.loads(man.read_text())["min_blocks"] == bound

@@ -64,6 +64,9 @@ PINNED = {
     # the same kernels: the tuner's register sample grew (actions.PROBE_SAMPLE 3 -> 6), so each Q
     # is tuned again
     "0.19.1": "50b12c68bdc21cd0fa17de80e12f9575eabd5fe15f7c6e905efc5ceb569f910c",
+    # a Q kernel's column and scratch addresses at byte offsets the launcher computes once per
+    # launch (exps_offs, its last parameter; docs/DESIGN-column-offsets.md)
+    "0.20.0": "cae34ab8838e4c903651557b5c040686d368d535a0f2ee3b141ea7289b793c29",
 }
 
 

@@ -176,9 +176,12 @@ def test_swapped_add_operands_are_detected() -> None:
     field-equal but not bit-identical (only the left operand is canonicalised)."""
     si, ks, files = _neg_setup()
     q = files[TU]
-    a = emit._leaf_c(Leaf("cm", 1, stage=1, col=1, shift=2))        # cm1' (opening 1 x blowup 2)
-    b = emit._leaf_c(Leaf("cm", 1, stage=1, col=0))
-    line = f"gl_add({a}, {b})"
+    # cm1' (opening 1 x blowup 2) and cm0, at their offsets from the row bases of shift 2 and 0
+    # (emit.offset_lines: the Q kernel's exps_offs entries)
+    m = re.search(r"gl_add\((EXPS_LD\(\(const uint64_t\*\)\(exps_rb_p2 \+ O\.v\[\d+\]\)\)), "
+                  r"(EXPS_LD\(\(const uint64_t\*\)\(exps_rb \+ O\.v\[\d+\]\)\))\)", q)
+    assert m, q
+    line, a, b = m.group(0), m.group(1), m.group(2)
     assert q.count(line) == 1
     files = dict(files, **{TU: q.replace(line, f"gl_add({b}, {a})")})
     res = _check_text(files, si, SI, EI, ks)
@@ -212,14 +215,47 @@ def test_corrupted_scratch_slot_is_detected() -> None:
     si, ks, files = _neg_setup(opc=1)
     assert ks.plan.n_chunks == 2 and ks.plan.total_slots == 1
     q = files[TU]
-    store = "scratch[0 * wave + lo] = v0;"
+    [store] = re.findall(r"\(\*\(uint64_t\*\)\(exps_sb \+ O\.v\[\d+\]\)\) = v0;", q)
     assert q.count(store) == 1
     control = _check_text(files, si, SI, EI, ks)
     assert control.mismatches == [] and control.q_words == 3 * 3 * 1024
-    res = _check_text({**files, TU: q.replace(store, "scratch[0 * wave + lo] = v0 + 1;")},
+    res = _check_text({**files, TU: q.replace(store, store.replace("= v0;", "= v0 + 1;"))},
                       si, SI, EI, ks)
     assert sorted(m.split(":")[0] for m in res.mismatches) == [
         "Q (scratch 2048)", "Q (scratch 256)", "Q (scratch 768)"]
+
+
+def _tiny_chunked(opc: int = 8):
+    [p] = [p for p in discover(SAMPLE) if p.base == "Tiny"]
+    si, ei = load_air(p.starkinfo, p.expressions)
+    ks = hostcheck.kernel_source(p.key, cover(si, ei), opc)
+    return si, ks, render(ks), json.loads(p.starkinfo.read_text()), json.loads(p.expressions.read_text())
+
+
+@pytest.mark.parametrize("wrong", ["words = (index ? index - 1 : 0) * a.wave;", "words = index * (a.wave / 2);"])
+def test_wrong_scratch_offsets_of_the_launcher_are_detected(wrong: str) -> None:
+    """The launcher computes each Q kernel's exps_offs (exps_runtime.cpp q_offsets) and the host
+    form gets the same words as the kernel: scratch slots at the wrong offsets from the wave's
+    scratch (two slots at one offset; half the wave's stride) are caught. (Mutations that stay
+    inside the scratch: one that writes past it would corrupt the test's own heap.)"""
+    si, ks, files, si_json, ei_json = _tiny_chunked()
+    assert ks.plan.n_chunks > 2 and ks.plan.total_slots >= 2
+    assert _check_text(files, si, si_json, ei_json, ks).mismatches == []
+    rt = (emit.TEMPLATES / emit.RUNTIME).read_text()
+    assert rt.count("words = index * a.wave;") == 1
+    res = _check_text({**files, emit.RUNTIME: rt.replace("words = index * a.wave;", wrong)}, si, si_json, ei_json, ks)
+    assert res.mismatches and all(m.startswith("Q (scratch ") for m in res.mismatches), (wrong, res.mismatches)
+
+
+def test_wrong_column_offsets_of_the_launcher_are_detected() -> None:
+    """The same for the stage-1 columns: each read from its neighbour (column 0 from column 1)."""
+    si, ks, files = _neg_setup()
+    rt = (emit.TEMPLATES / emit.RUNTIME).read_text()
+    right = "if (kind == EXPS_OFF_CM1) words = a.o1 + index * a.NExt;"
+    assert rt.count(right) == 1
+    wrong = "if (kind == EXPS_OFF_CM1) words = a.o1 + (index ? index - 1 : 1) * a.NExt;"
+    res = _check_text({**files, emit.RUNTIME: rt.replace(right, wrong)}, si, SI, EI, ks)
+    assert [m.split(":")[0] for m in res.mismatches] == ["Q (scratch 0)"]
 
 
 def test_sample_add_to_sub_is_detected() -> None:

@@ -28,7 +28,7 @@ from pathlib import Path
 from codegen import EMITTER_VERSION
 from codegen.build import bounds, prelude, toolchain, twin_ptx
 from codegen.build.autotune import (MAX_MIN_BLOCKS, MAX_PROBES, MAX_REGS, SPILL_SLACK_BYTES, TuneResult,
-                                     bound_single, candidate_plans, estimated_choice, estimated_regs,
+                                     bound_single, candidate_plans, cost, estimated_choice, estimated_regs,
                                      first_probe, tune, tune_arch)
 from codegen.build.cache import ObjectCache, atomic_write
 from codegen.build.heartbeat import Heartbeat
@@ -402,9 +402,39 @@ def fill_unprobed(q: KernelIR, pl: Plan, regs: list[int], probed: list[int]) -> 
     return out
 
 
+def with_twins(ks: KernelSource, chunks: list[int], regs: list[int], tu: str, got: dict, ptx: dict,
+               obj_dir: Path, opts: toolchain.CompileOptions, cache: ObjectCache,
+               launcher: list[str] | None) -> list[int]:
+    """A chunked probe's registers as cc will run them: the probed chunks whose bounded twin
+    (`compile_twins`, from the probe's PTX: ptxas only) spills nothing get the twin's registers.
+    With offsets from the launcher (0.20.0) the sample's Large at 128 ops per chunk runs 605 G on
+    the H200 against 562 G at 96, which the unbounded registers rank first (docs/BENCHMARKS.md
+    "Session 17"); the build bounds 11 of its 43 chunks at 128, 5 of 57 at 96."""
+    from codegen.emit import Q_PARAMS, kernel_symbol, q_part
+    if ks.plan.n_chunks < 2 or tu not in got:
+        return regs
+    twin = {"tu": tu, "lib": 0, "chunks": [[c, kernel_symbol(f"{q_part(ks, c)['kname']}_k", Q_PARAMS),
+                                            kernel_symbol(f"{q_part(ks, c)['kname']}_kb", Q_PARAMS)]
+                                           for c in sorted(set(chunks))]}
+    tw = compile_twins(obj_dir.parent, [twin], {tu: got[tu][1]}, obj_dir, opts, cache, launcher, ptx=ptx)
+    out = list(regs)
+    rep = tw["reports"].get(tu) or {}
+    for c, _, tsym in twin["chunks"]:
+        if c in tw["bounded"]:
+            out[c] = max(int(st.get("registers", 0)) for st in (rep.get(tsym) or {"": {"registers": regs[c]}}).values())
+    return out
+
+
+#: a chunked probe whose cost without twins is more than this over the cheapest probe finished
+#: before it started gets no twins (`with_twins`): on the sample's Large the twins took 128 ops per
+#: chunk 5.1% below its cost without them (8,997 -> 8,535), ahead of 96 (8,761 with or without);
+#: Medium's 128-op probe, 13% over its 96, then compiles no twins (1.4 s of nvcc)
+TWIN_PROBE_MARGIN = 1.05
+
+
 def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], chunk: int | None,
              slots_cap: int = SLOTS_CAP, launcher: list[str] | None = None, content: str | None = None,
-             settings: dict | None = None) -> bool:
+             settings: dict | None = None, chunk_bounds: bool = True) -> bool:
     """Choose the chunking of Q. Probes compile the plan's Q chunk kernels (all of a small plan, a
     few `representatives` of a large one) for ONE arch (`tune_arch`), device code only (`nvcc
     -cubin`: cicc + ptxas, no host pass, no fatbinary): their ptxas report is all a probe needs.
@@ -476,7 +506,10 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
                         single_slack[0] = slack_stores(pl, reports)
                     return chunk_stats(key, pl, reports)
 
+                best_cost = [float("inf")]      # the cheapest probe finished so far (twins counted)
+
                 def compile_plan(pl: Plan, min_blocks: int = 0) -> tuple[list[int], int]:
+                    best_at_start = best_cost[0]    # (neighbours compile at once: both see the same)
                     n_probed[0] += 1
                     ks = KernelSource(key, q, pl, [], "0" * 64, min_blocks=min_blocks)
                     reps = representatives(ks.q, ks.plan)
@@ -495,19 +528,33 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
                         tu = whole_tu(0, min_blocks)
                     # (compiled as cc will: the PTX is kept for the bounded twins cc makes from it)
                     if tu is not None:
+                        kept = dict.fromkeys(tu)
                         got = compile_tus(stage_sources(tu, sub), sub / "obj", compile_options(archs, cache),
-                                          cache, launcher, ptx=dict.fromkeys(tu))
-                        return measured(ks.plan, min_blocks, got)
+                                          cache, launcher, ptx=kept)
+                        regs, spills = measured(ks.plan, min_blocks, got)
+                        if chunk_bounds and not spills:
+                            regs = with_twins(ks, list(range(ks.plan.n_chunks)), regs, next(iter(tu)), got, kept,
+                                              sub / "obj", compile_options(archs, cache), cache, launcher)
+                        if not spills and not min_blocks:
+                            best_cost[0] = min(best_cost[0], cost(q, pl, regs))
+                        return regs, spills
                     if len(reps) < ks.plan.n_chunks:
                         sampled[pl.ops_per_chunk] = reps
                     if as_cc:
                         probed[(pl.ops_per_chunk, min_blocks)] = reps
                     tus = stage_sources(render_probe(ks, reps), sub)
+                    kept = dict.fromkeys(t.name for t in tus) if as_cc else None
                     got = compile_tus(tus, sub / "obj", compile_options(archs, cache) if as_cc
-                                      else prelude.options(cubin, cache), cache, launcher,
-                                      ptx=dict.fromkeys(t.name for t in tus) if as_cc else None)
+                                      else prelude.options(cubin, cache), cache, launcher, ptx=kept)
                     regs, spills = measured(ks.plan, min_blocks, got)
-                    return fill_unprobed(ks.q, ks.plan, regs, reps), spills
+                    if chunk_bounds and as_cc and not spills and \
+                            cost(q, pl, fill_unprobed(ks.q, ks.plan, regs, reps)) <= TWIN_PROBE_MARGIN * best_at_start:
+                        regs = with_twins(ks, reps, regs, tus[0].name, got, kept, sub / "obj",
+                                          compile_options(archs, cache), cache, launcher)
+                    regs = fill_unprobed(ks.q, ks.plan, regs, reps)
+                    if not spills and not min_blocks:
+                        best_cost[0] = min(best_cost[0], cost(q, pl, regs))
+                    return regs, spills
 
                 res = tune(q, compile_plan, slots_cap=slots_cap)
                 bound_single(q, res, lambda b: compile_plan(plan(q, 0), min_blocks=b), single_slack[0])

@@ -108,17 +108,21 @@ def build_host_library(files: dict[str, str], workdir: Path, cxx: str | None = N
     g++ (`-DEXPS_HOSTCHECK`) into one shared library with the generic launcher (templates/
     exps_runtime.cpp, which then calls the kernels' host forms): each TU on its own (in parallel,
     one per core) through a content cache, then one link. Any warning fails. `defines`: extra
-    -D flags (tests: -DEXPS_FORCE_EXACT runs every Q row through the exact program)."""
+    -D flags (tests: -DEXPS_FORCE_EXACT runs every Q row through the exact program). A common
+    file (`emit.COMMON_FILES`) in `files` replaces the template's (tests: a mutated launcher)."""
     from concurrent.futures import ThreadPoolExecutor
     import hashlib
     workdir.mkdir(parents=True, exist_ok=True)
     h = hashlib.sha256()
     for name in COMMON_FILES:
-        shutil.copyfile(TEMPLATES / name, workdir / name)
-        h.update(name.encode() + b"\0" + (TEMPLATES / name).read_bytes() + b"\0")
+        data = files[name].encode() if name in files else (TEMPLATES / name).read_bytes()
+        (workdir / name).write_bytes(data)
+        h.update(name.encode() + b"\0" + data + b"\0")
     header_digest = h.hexdigest()
     srcs = [workdir / RUNTIME]
     for name, text in files.items():
+        if name in COMMON_FILES:
+            continue
         (workdir / name).write_text(text)
         srcs.append(workdir / name)
     out = workdir / "hostcheck.so"
