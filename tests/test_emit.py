@@ -916,3 +916,35 @@ def test_fieldops_device_forms_compile(tmp_path: Path) -> None:
     for ns, text in reports.items():
         spills = [int(x) for x in re.findall(r"(\d+) bytes spill", text)]
         assert "bench_k" in text and spills and not any(spills), ns
+
+
+def test_offset_lines_and_the_launchers_descriptors_agree() -> None:
+    """emit.offset_lines (0.20.0): every column word and scratch slot of a chunk's own renderings at
+    an entry of the kernel's exps_offs, in first-use order, each (kind, index) once; the kinds and
+    the table size are exps_abi.h's; past OFFS_MAX entries a load keeps its own arithmetic."""
+    import re as _re
+    abi = (emit.TEMPLATES / emit.ABI_HEADER).read_text()
+    assert int(_re.search(r"#define EXPS_MAX_OFFS (\d+)", abi)[1]) == emit.OFFS_MAX
+    kinds = {k: int(v) for k, v in _re.findall(r"#define EXPS_OFF_(\w+) (\d+)ull", abi)}
+    assert kinds == {"CM1": 1, "CONST": 4, "ZI": 5, "SCRATCH": 6}
+    col = emit._leaf_c(Leaf("cm", 1, stage=2, col=7, shift=-2))
+    cst = emit._leaf_c(Leaf("const", 1, col=3))
+    lines = [f"const uint64_t v0 = gl_add({col}, {cst});", f"{emit._scratch_c(5, 0)} = v0;",
+             f"const uint64_t v1 = gl_mul({col}, EXPS_LD(X.zi + row));", f"const uint64_t v2 = {emit._scratch_c(5, 0)};"]
+    out, descs = emit.offset_lines(lines)
+    assert descs == [2 << 32 | 7, 4 << 32 | 3, 6 << 32 | 5, 5 << 32 | 0]
+    assert out == [
+        "const char* const exps_rb_m2 = X.aux + ((uint64_t)EXPS_ROW(-2) << 3);",
+        "const char* const exps_cb = (const char*)X.cst + ((uint64_t)row << 3);",
+        "char* const exps_sb = (char*)scratch + (lo << 3);",
+        "const char* const exps_rb = X.aux + ((uint64_t)row << 3);",
+        "const uint64_t v0 = gl_add(EXPS_LD((const uint64_t*)(exps_rb_m2 + O.v[0])), "
+        "EXPS_LD((const uint64_t*)(exps_cb + O.v[1])));",
+        "(*(uint64_t*)(exps_sb + O.v[2])) = v0;",
+        "const uint64_t v1 = gl_mul(EXPS_LD((const uint64_t*)(exps_rb_m2 + O.v[0])), "
+        "EXPS_LD((const uint64_t*)(exps_rb + O.v[3])));",
+        "const uint64_t v2 = (*(uint64_t*)(exps_sb + O.v[2]));"]
+    many = [f"const uint64_t v{i} = {emit._leaf_c(Leaf('cm', 1, stage=1, col=i))};" for i in range(emit.OFFS_MAX + 2)]
+    out, descs = emit.offset_lines(many)
+    assert len(descs) == emit.OFFS_MAX and descs[-1] == 1 << 32 | (emit.OFFS_MAX - 1)
+    assert out[-2:] == [m for m in many[-2:]]          # past the table: as rendered
