@@ -21,6 +21,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.sass_diff import functions  # noqa: E402
 
 COL = re.compile(r"X\.(cm\[\d\]|cst) \+ \(\(uint64_t\)(\d+) << X\.lg\) \+ (row|EXPS_ROW\(-?\d+\))")
 SCRATCH = re.compile(r"scratch\[(\d+) \* wave \+ lo\]")
@@ -50,16 +55,8 @@ def q_instructions(cu: str) -> int:
     d = os.path.dirname(cu)
     subprocess.run(["nvcc", "-cubin", "-O1", "-std=c++17", "-DGL64_PARTIALLY_REDUCED", "-arch=sm_90", cu,
                     "-o", cu + ".cubin"], check=True, cwd=d)
-    sass = subprocess.run(["cuobjdump", "-sass", cu + ".cubin"], capture_output=True, text=True, check=True).stdout
-    cur, n = None, {}
-    for line in sass.splitlines():
-        m = re.search(r"Function : (\S+)", line)
-        if m:
-            cur = m.group(1)
-            n[cur] = 0
-        elif cur and re.search(r"/\*[0-9a-f]{4,}\*/\s+\S", line) and "NOP" not in line:
-            n[cur] += 1
-    return sum(v for k, v in n.items() if re.search(r"_q_c\d+_k", k))
+    return sum(1 for (_, name), body in functions(Path(cu + ".cubin")).items() if re.search(r"_q_c\d+_k", name)
+               for line in body.splitlines() if re.search(r"/\*[0-9a-f]{4,}\*/ \S", line) and "NOP" not in line)
 
 
 def main() -> int:

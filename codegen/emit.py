@@ -678,6 +678,12 @@ def _tu_name(key: str, group: list[str]) -> str:
         f"{key}_" + "_".join(n[len(key) + 1:-len(".cu")] for n in group) + ".cu"
 
 
+def q_symbols(ks: KernelSource, c: int) -> tuple[str, str]:
+    """The symbols of Q chunk c's kernel as emitted and of its bounded twin (`_kb`)."""
+    n = q_part(ks, c)["kname"]
+    return kernel_symbol(f"{n}_k", Q_PARAMS), kernel_symbol(f"{n}_kb", Q_PARAMS)
+
+
 def launch_table(ks: KernelSource, tu_ops: int = TU_OPS) -> dict:
     """Where every kernel function of `ks` lives: `q` per chunk (launch order) and `exprs` (by
     expId) as dicts of lib (index into `device_tus`), sym (its symbol in that TU's fatbin; an
@@ -694,8 +700,7 @@ def launch_table(ks: KernelSource, tu_ops: int = TU_OPS) -> dict:
     for g, idx in enumerate(q_groups):
         for c in idx:
             part = q_part(ks, c)
-            n = part["kname"]
-            q[c] = {"lib": lib[f"{key}_q{g}.cu"], "sym": kernel_symbol(f"{n}_k", Q_PARAMS), "host": f"{n}_h",
+            q[c] = {"lib": lib[f"{key}_q{g}.cu"], "sym": q_symbols(ks, c)[0], "host": f"{part['kname']}_h",
                     "offs": ", ".join(f"{_i(d)}ull" for d in part["offs"]), "n_offs": _i(len(part["offs"]))}
     exprs = []
     xs = x_parts(ks)
@@ -722,7 +727,7 @@ def launch_table(ks: KernelSource, tu_ops: int = TU_OPS) -> dict:
                 twins.append({"tu": t, "lib": len(tus) + len(twins), "chunks": cs})
                 for c in cs:
                     q[c]["twin_lib"] = twins[-1]["lib"]
-                    q[c]["twin_sym"] = kernel_symbol(f"{q_part(ks, c)['kname']}_kb", Q_PARAMS)
+                    q[c]["twin_sym"] = q_symbols(ks, c)[1]
     return {"tus": tus, "q": q, "exprs": exprs, "inv": inv, "twins": twins}
 
 

@@ -410,18 +410,15 @@ def with_twins(ks: KernelSource, chunks: list[int], regs: list[int], tu: str, go
     With offsets from the launcher (0.20.0) the sample's Large at 128 ops per chunk runs 605 G on
     the H200 against 562 G at 96, which the unbounded registers rank first (docs/BENCHMARKS.md
     "Session 17"); the build bounds 11 of its 43 chunks at 128, 5 of 57 at 96."""
-    from codegen.emit import Q_PARAMS, kernel_symbol, q_part
+    from codegen.emit import q_symbols
     if ks.plan.n_chunks < 2 or tu not in got:
         return regs
-    twin = {"tu": tu, "lib": 0, "chunks": [[c, kernel_symbol(f"{q_part(ks, c)['kname']}_k", Q_PARAMS),
-                                            kernel_symbol(f"{q_part(ks, c)['kname']}_kb", Q_PARAMS)]
-                                           for c in sorted(set(chunks))]}
+    twin = {"tu": tu, "lib": 0, "chunks": [[c, *q_symbols(ks, c)] for c in sorted(set(chunks))]}
     tw = compile_twins(obj_dir.parent, [twin], {tu: got[tu][1]}, obj_dir, opts, cache, launcher, ptx=ptx)
     out = list(regs)
-    rep = tw["reports"].get(tu) or {}
     for c, _, tsym in twin["chunks"]:
-        if c in tw["bounded"]:
-            out[c] = max(int(st.get("registers", 0)) for st in (rep.get(tsym) or {"": {"registers": regs[c]}}).values())
+        if c in tw["bounded"]:      # (bounds.taken: its twin has a report on every arch)
+            out[c] = max(int(st.get("registers", 0)) for st in tw["reports"][tu][tsym].values())
     return out
 
 
