@@ -449,25 +449,28 @@ def kernel_name(kind: str, n: int, fields: list) -> str:
     return f"k{d[:16]}_{kind}{_i(n)}"
 
 
-#: entries of a Q kernel's exps_offs (templates/exps_abi.h EXPS_MAX_OFFS): its first OFFS_MAX
+#: entries of a kernel's exps_offs (templates/exps_abi.h EXPS_MAX_OFFS): its first OFFS_MAX
 #: distinct column words and scratch slots; any more keep the address arithmetic of their own
 OFFS_MAX = 128
 _OFF_KIND = {"1": 1, "2": 2, "3": 3, "cst": 4}     # exps_abi.h EXPS_OFF_*: cm stage 1-3, const
-_OFF_ZI, _OFF_SCRATCH = 5, 6
+_OFF_ZI, _OFF_SCRATCH, _OFF_TRACE = 5, 6, 7
 _COL_RE = re.compile(r"X\.(?:cm\[([123])\]|(cst)) \+ \(\(uint64_t\)(\d+) << X\.lg\) \+ (row|EXPS_ROW\((-?\d+)\))")
 _ZI_RE = re.compile(r"X\.zi \+ row\b")
 _SCRATCH_RE = re.compile(r"scratch\[(\d+) \* wave \+ lo\]")
 
 
-def offset_lines(lines: list[str]) -> tuple[list[str], list[int]]:
-    """A Q chunk's lines with its column and scratch addresses at byte offsets from one base per
+def offset_lines(lines: list[str], trace: bool = False) -> tuple[list[str], list[int]]:
+    """A kernel's lines with its column and scratch addresses at byte offsets from one base per
     section and row shift (docs/DESIGN-column-offsets.md): `X.cm[s] + ((uint64_t)c << X.lg) + row`
     becomes `(const uint64_t*)(exps_rb + O.v[i])`, `scratch[k * wave + lo]` `(*(uint64_t*)(exps_sb +
     O.v[j]))`; and the descriptors of O's entries (`kind << 32 | index`, exps_abi.h EXPS_OFF_*) that
     the launcher turns into byte offsets. Only this module's own renderings match (`_leaf_c`,
     `_scratch_c`); the bases are declared first: `exps_rb` (the aux trace at the row; at a
     shifted row `exps_rb_m1`, `exps_rb_p1`, ...), `exps_cb` (the const tree: `exps_cb_m1`,
-    `exps_cb_p1`, ...), `exps_sb` (the scratch at the wave's row)."""
+    `exps_cb_p1`, ...), `exps_sb` (the scratch at the wave's row). With `trace` (a trace-domain
+    expression: stage 1 is the trace, spec §2.4, not a section of the aux trace) a stage-1 column is
+    at an offset from `exps_tb` (the trace at the row; at a shifted row `exps_tb_m1`, `exps_tb_p1`,
+    ...) of kind EXPS_OFF_TRACE, and the zerofier (extended only) keeps its own arithmetic."""
     entries: dict[tuple[int, int], int] = {}
     bases: dict[str, str] = {}
 
@@ -487,10 +490,12 @@ def offset_lines(lines: list[str]) -> tuple[list[str], list[int]]:
 
     def col(m: re.Match) -> str:
         stage, cst, c, shift = m.group(1), m.group(2), int(m.group(3)), int(m.group(5) or 0)
-        i = entry(_OFF_KIND[cst or stage], c)
+        tr = trace and stage == "1"
+        i = entry(_OFF_TRACE if tr else _OFF_KIND[cst or stage], c)
         if i is None:
             return m.group(0)
-        b = row_base("exps_cb", "(const char*)X.cst", shift) if cst else row_base("exps_rb", "X.aux", shift)
+        b = row_base("exps_cb", "(const char*)X.cst", shift) if cst else \
+            row_base("exps_tb", "(const char*)X.cm[1]", shift) if tr else row_base("exps_rb", "X.aux", shift)
         return f"(const uint64_t*)({b} + O.v[{_i(i)}])"
 
     def zi(m: re.Match) -> str:
@@ -503,7 +508,7 @@ def offset_lines(lines: list[str]) -> tuple[list[str], list[int]]:
             return m.group(0)
         bases.setdefault("exps_sb", "char* const exps_sb = (char*)scratch + (lo << 3);")
         return f"(*(uint64_t*)(exps_sb + O.v[{_i(i)}]))"
-    out = [_SCRATCH_RE.sub(slot, _ZI_RE.sub(zi, _COL_RE.sub(col, ln))) for ln in lines]
+    out = [_SCRATCH_RE.sub(slot, ln if trace else _ZI_RE.sub(zi, ln)) for ln in (_COL_RE.sub(col, ln) for ln in lines)]
     descs = [kind << 32 | index for (kind, index) in entries]
     return list(bases.values()) + out, descs
 
@@ -542,9 +547,11 @@ def x_parts(ks: KernelSource) -> list[dict]:
     if ks._x_parts is None or ks._x_parts[0] != of:
         out = []
         for x in ks.exprs:
-            d = {"exp_id": _i(x.ir.exp_id), "lines": expr_body(x.ir), "result": result_c(x.ir),
-                 "vdim": x.ir.out_dim, "num1": int(x.num1), "inv": bool(x.inv)}
-            d["kname"] = kernel_name("x_e", x.ir.exp_id, [d["lines"], d["result"], d["vdim"], d["num1"], d["inv"]])
+            lines, offs = offset_lines(expr_body(x.ir), trace=True)
+            d = {"exp_id": _i(x.ir.exp_id), "lines": lines, "result": result_c(x.ir),
+                 "vdim": x.ir.out_dim, "num1": int(x.num1), "inv": bool(x.inv), "offs": offs}
+            d["kname"] = kernel_name("x_e", x.ir.exp_id, [d["lines"], d["result"], d["vdim"], d["num1"], d["inv"],
+                                                          offs])
             out.append(d)
         ks._x_parts = (of, out)
     return ks._x_parts[1]
@@ -615,12 +622,14 @@ def device_tus(files) -> list[str]:
     return sorted(n for n in files if n.endswith(".cu") and n != XINV_TU) + [n for n in files if n == XINV_TU]
 
 
-#: Itanium-mangled parameter lists of the two kernel signatures (q_chunks.cu.j2 / exprs.cu.j2):
-#: (const StepsParams*, uint64_t*, uint64_t*, 7 x uint64_t) and (const StepsParams*, uint64_t*,
-#: 9 x uint64_t, unsigned); uint64_t is `unsigned long` (m) on the 64-bit Linux hosts nvcc builds for.
+#: Itanium-mangled parameter lists of the kernel signatures (q_chunks.cu.j2, exprs.cu.j2, x_inv.cu.j2):
+#: (const StepsParams*, uint64_t*, uint64_t*, 7 x uint64_t, exps_offs), (const StepsParams*, uint64_t*,
+#: 9 x uint64_t, unsigned, exps_offs) and the generic inverse kernel's, the latter without exps_offs;
+#: uint64_t is `unsigned long` (m) on the 64-bit Linux hosts nvcc builds for.
 #: The build checks every name against the kernels ptxas compiled (actions.check_kernel_names).
 Q_PARAMS = "PK11StepsParamsPmS2_mmmmmmm9exps_offs"
-X_PARAMS = "PK11StepsParamsPmmmmmmmmmmj"
+X_PARAMS = "PK11StepsParamsPmmmmmmmmmmj9exps_offs"
+XINV_PARAMS = "PK11StepsParamsPmmmmmmmmmmj"
 
 
 def kernel_symbol(name: str, params: str) -> str:
@@ -710,12 +719,13 @@ def launch_table(ks: KernelSource, tu_ops: int = TU_OPS) -> dict:
             exprs.append({"exp_id": xs[i]["exp_id"], "lib": lib[f"{key}_x{g}.cu"],
                           "sym": kernel_symbol(f"{n}_k", X_PARAMS),
                           "sym_inv": kernel_symbol(f"{n}_ki", X_PARAMS) if x.inv else "",
-                          "host": f"{n}_h", "vdim": _i(x.ir.out_dim), "num1": int(x.num1)})
+                          "host": f"{n}_h", "vdim": _i(x.ir.out_dim), "num1": int(x.num1),
+                          "offs": ", ".join(f"{_i(d)}ull" for d in xs[i]["offs"]), "n_offs": _i(len(xs[i]["offs"]))})
     exprs.sort(key=lambda x: int(x["exp_id"]))
     if len({x["exp_id"] for x in exprs}) != len(exprs):
         raise ValueError(f"kernel {key}: two expression kernels of one expId")
     g = generic_inverse_tu(ks)
-    inv = None if g is None else {"lib": lib[g], "sym": kernel_symbol("exps_x_inv_k", X_PARAMS),
+    inv = None if g is None else {"lib": lib[g], "sym": kernel_symbol("exps_x_inv_k", XINV_PARAMS),
                                   "host": "exps_x_inv_h"}
     # a chunked Q: each device TU holding chunk kernels may get a bounded twin (build/bounds.py),
     # its fatbin slot after the device TUs'; chunk c then has twin_lib and twin_sym (`<name>_kb`)

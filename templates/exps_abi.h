@@ -9,16 +9,19 @@
 
 struct StepsParams;   // the prover's (gen_common.cuh); the launcher only passes the pointer on
 
-// A Q kernel's byte offsets (docs/DESIGN-column-offsets.md): entry i is where the i-th column word
-// or scratch slot its text reads or writes (`O.v[i]`) starts, from the aux trace, the const tree or
-// the scratch; the launcher computes them once per launch from exps_q_kernel::offs (descriptors:
-// kind << 32 | index) and passes them as the kernel's last parameter (the constant bank: an offset
-// is an operand of the address add, no load and no shift of the column index by log2(NExt)).
+// A kernel's byte offsets (docs/DESIGN-column-offsets.md): entry i is where the i-th column word or
+// scratch slot its text reads or writes (`O.v[i]`) starts, from the aux trace, the const tree, the
+// trace or the scratch; the launcher computes them once per launch from the kernel's descriptors
+// (exps_q_kernel::offs, exps_x_kernel::offs: kind << 32 | index) and passes them as the kernel's
+// last parameter (the constant bank: an offset is an operand of the address add, no load and no
+// shift of the column index by log2 of the domain). D below: the launch's domain, NExt for Q, N
+// for a trace-domain expression.
 #define EXPS_MAX_OFFS 128
-#define EXPS_OFF_CM1 1ull      // kinds 1-3: stage s column index: (off_cm<s> + index * NExt) * 8 from aux
-#define EXPS_OFF_CONST 4ull    // a fixed column: index * NExt * 8 from the const tree
-#define EXPS_OFF_ZI 5ull       // the zerofier (boundary index): (off_zi + index * NExt) * 8 from aux
+#define EXPS_OFF_CM1 1ull      // kinds 1-3: stage s column index: (off_cm<s> + index * D) * 8 from aux
+#define EXPS_OFF_CONST 4ull    // a fixed column: index * D * 8 from the const tree (or the trace-domain constants)
+#define EXPS_OFF_ZI 5ull       // the zerofier (boundary index): (off_zi + index * D) * 8 from aux
 #define EXPS_OFF_SCRATCH 6ull  // scratch slot index: index * wave * 8 from the scratch
+#define EXPS_OFF_TRACE 7ull    // a trace-domain stage-1 column (spec §2.4): index * D * 8 from P->trace
 struct exps_offs {
     uint64_t v[EXPS_MAX_OFFS];
 };
@@ -28,9 +31,13 @@ struct exps_offs {
 // Q chunk c: (P, q, scratch, wave, base, NExt, off_cm1, off_cm2, off_cm3, off_zi, offsets)
 typedef void (*exps_q_host)(const StepsParams*, uint64_t*, uint64_t*, uint64_t, uint64_t, uint64_t,
                             uint64_t, uint64_t, uint64_t, uint64_t, const exps_offs&);
-// expression: (P, dest, N, destDomain, off_cm1, off_cm2, off_cm3, mode, scalar, stagePos, destDim, destExpr)
+// expression: (P, dest, N, destDomain, off_cm1, off_cm2, off_cm3, mode, scalar, stagePos, destDim, destExpr,
+// offsets)
 typedef void (*exps_x_host)(const StepsParams*, uint64_t*, uint64_t, uint64_t, uint64_t, uint64_t,
-                            uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, unsigned);
+                            uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, unsigned, const exps_offs&);
+// the generic inverse kernel: an expression's arguments without offsets (it reads no column)
+typedef void (*exps_inv_host)(const StepsParams*, uint64_t*, uint64_t, uint64_t, uint64_t, uint64_t,
+                              uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, unsigned);
 
 // One Q chunk kernel, in launch order.
 struct exps_q_kernel {
@@ -51,6 +58,8 @@ struct exps_x_kernel {
     exps_x_host host;
     unsigned vdim;           // the value's dim (1, 3)
     unsigned num1;           // the denominator of a dim-1 numerator (spec §4.3)
+    const uint64_t* offs;    // its exps_offs entries' descriptors (n_offs <= EXPS_MAX_OFFS)
+    unsigned n_offs;
 };
 
 struct exps_desc {
@@ -69,7 +78,7 @@ struct exps_desc {
     const unsigned char* const* fatbins; // n_libs fatbins (0 in the host check; a twin not taken: 0)
     unsigned inv_lib;                    // the generic inverse kernel exps_x_inv_k: its device TU,
     const char* inv_name;                // its symbol (0: the kernel has none, every expression has a _ki)
-    exps_x_host inv_host;
+    exps_inv_host inv_host;
 };
 
 extern const exps_desc exps_kernel __attribute__((visibility("hidden")));

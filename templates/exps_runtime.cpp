@@ -70,22 +70,30 @@ struct XArgs {
     unsigned destExpr;
 };
 
-// Q kernel k's exps_offs for the launch a (docs/DESIGN-column-offsets.md): byte offsets from the
-// aux trace (stage columns, the zerofier), the const tree or the scratch of the wave, as the
-// kernel's text read them before (`X.cm[s] + (c << log2 NExt) + row`, `scratch[slot * wave + lo]`).
-// The host form gets the same words as the kernel.
-void q_offsets(const exps_q_kernel& k, const QArgs& a, exps_offs& o) {
-    for (unsigned i = 0; i < k.n_offs && i < EXPS_MAX_OFFS; ++i) {
-        const uint64_t kind = k.offs[i] >> 32, index = k.offs[i] & 0xffffffffull;
+// A kernel's exps_offs for a launch over the domain D (docs/DESIGN-column-offsets.md): byte offsets
+// from the aux trace (stage columns, the zerofier), the const tree (or the trace-domain constants),
+// the trace (a trace-domain stage-1 column) or the scratch of the wave, as the kernel's text read
+// them before (`X.cm[s] + (c << log2 D) + row`, `scratch[slot * wave + lo]`). The host form gets
+// the same words as the kernel.
+void fill_offsets(const uint64_t* offs, unsigned n, uint64_t D, uint64_t o1, uint64_t o2, uint64_t o3,
+                  uint64_t ozi, uint64_t wave, exps_offs& o) {
+    for (unsigned i = 0; i < n && i < EXPS_MAX_OFFS; ++i) {
+        const uint64_t kind = offs[i] >> 32, index = offs[i] & 0xffffffffull;
         uint64_t words = 0;
-        if (kind == EXPS_OFF_CM1) words = a.o1 + index * a.NExt;
-        else if (kind == EXPS_OFF_CM1 + 1) words = a.o2 + index * a.NExt;
-        else if (kind == EXPS_OFF_CM1 + 2) words = a.o3 + index * a.NExt;
-        else if (kind == EXPS_OFF_CONST) words = index * a.NExt;
-        else if (kind == EXPS_OFF_ZI) words = a.ozi + index * a.NExt;
-        else if (kind == EXPS_OFF_SCRATCH) words = index * a.wave;
+        if (kind == EXPS_OFF_CM1) words = o1 + index * D;
+        else if (kind == EXPS_OFF_CM1 + 1) words = o2 + index * D;
+        else if (kind == EXPS_OFF_CM1 + 2) words = o3 + index * D;
+        else if (kind == EXPS_OFF_CONST || kind == EXPS_OFF_TRACE) words = index * D;
+        else if (kind == EXPS_OFF_ZI) words = ozi + index * D;
+        else if (kind == EXPS_OFF_SCRATCH) words = index * wave;
         o.v[i] = words * 8;
     }
+}
+void q_offsets(const exps_q_kernel& k, const QArgs& a, exps_offs& o) {
+    fill_offsets(k.offs, k.n_offs, a.NExt, a.o1, a.o2, a.o3, a.ozi, a.wave, o);
+}
+void x_offsets(const exps_x_kernel& k, const XArgs& a, exps_offs& o) {
+    fill_offsets(k.offs, k.n_offs, a.N, a.o1, a.o2, a.o3, 0, 0, o);
 }
 
 #ifdef EXPS_HOSTCHECK
@@ -102,12 +110,16 @@ int launch_q(const Loaded*, uint64_t c, uint64_t grid, QArgs& a, exps_stream_t) 
     D.q[c].host(a.P, a.q, a.scratch, a.wave, a.base, a.NExt, a.o1, a.o2, a.o3, a.ozi, o);
     return 1;
 }
-int run_x(exps_x_host h, XArgs& a) {
-    h(a.P, a.dest, a.N, a.destDomain, a.o1, a.o2, a.o3, a.mode, a.scalar, a.stagePos, a.destDim, a.destExpr);
+int launch_x(const Loaded*, const exps_x_kernel* x, uint64_t, XArgs& a, exps_stream_t) {
+    exps_offs o = {};
+    x_offsets(*x, a, o);
+    x->host(a.P, a.dest, a.N, a.destDomain, a.o1, a.o2, a.o3, a.mode, a.scalar, a.stagePos, a.destDim, a.destExpr, o);
     return 1;
 }
-int launch_x(const Loaded*, const exps_x_kernel* x, uint64_t, XArgs& a, exps_stream_t) { return run_x(x->host, a); }
-int launch_inv(const Loaded*, uint64_t, XArgs& a, exps_stream_t) { return run_x(D.inv_host, a); }
+int launch_inv(const Loaded*, uint64_t, XArgs& a, exps_stream_t) {
+    D.inv_host(a.P, a.dest, a.N, a.destDomain, a.o1, a.o2, a.o3, a.mode, a.scalar, a.stagePos, a.destDim, a.destExpr);
+    return 1;
+}
 int exps_tmp_alloc(void** p, uint64_t bytes, exps_stream_t) {
     *p = malloc(bytes);
     return *p != 0;
@@ -236,16 +248,20 @@ int launch_q(const Loaded* l, uint64_t c, uint64_t grid, QArgs& a, exps_stream_t
     return launch(l->q[c], grid, args, stream);
 }
 
-// An expression-signature kernel (exprs.cu.j2: `_k`, `_ki`, the generic inverse kernel).
-int launch_xk(cudaKernel_t k, uint64_t grid, XArgs& a, exps_stream_t stream) {
+// An expression's kernel (exprs.cu.j2: `_k`, `_ki`: the arguments and its offsets) or the generic
+// inverse kernel (x_inv.cu.j2: the same arguments, no offsets).
+int launch_x(const Loaded* l, const exps_x_kernel* x, uint64_t grid, XArgs& a, exps_stream_t stream) {
+    exps_offs o = {};
+    x_offsets(*x, a, o);
+    void* args[] = {&a.P, &a.dest, &a.N, &a.destDomain, &a.o1, &a.o2, &a.o3, &a.mode, &a.scalar,
+                    &a.stagePos, &a.destDim, &a.destExpr, &o};
+    return launch(l->x[2 * (x - D.x) + (a.mode != 0)], grid, args, stream);
+}
+int launch_inv(const Loaded* l, uint64_t grid, XArgs& a, exps_stream_t stream) {
     void* args[] = {&a.P, &a.dest, &a.N, &a.destDomain, &a.o1, &a.o2, &a.o3, &a.mode, &a.scalar,
                     &a.stagePos, &a.destDim, &a.destExpr};
-    return launch(k, grid, args, stream);
+    return launch(l->inv, grid, args, stream);
 }
-int launch_x(const Loaded* l, const exps_x_kernel* x, uint64_t grid, XArgs& a, exps_stream_t stream) {
-    return launch_xk(l->x[2 * (x - D.x) + (a.mode != 0)], grid, a, stream);
-}
-int launch_inv(const Loaded* l, uint64_t grid, XArgs& a, exps_stream_t stream) { return launch_xk(l->inv, grid, a, stream); }
 
 // Scratch of a call, stream-ordered (as the Q top-up): no other launch can see it.
 int exps_tmp_alloc(void** p, uint64_t bytes, exps_stream_t stream) {

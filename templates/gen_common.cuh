@@ -1559,9 +1559,10 @@ EXPS_HD void exps_inv_finish(ExpsInvRows& B, unsigned n, uint64_t* dest, uint64_
 
 // One thread's rows of an inverse-mode expression launch (exprs.cu.j2's `_ki` kernel), F the
 // expression's row function: rows blk * 256 * EXPS_INV_ROWS + tx + 256 j, j < EXPS_INV_ROWS
-// (coalesced for each j), evaluated, then inverted together and stored.
-template <gl3 (*F)(const ExpsCtx&, uint64_t)>
-EXPS_HD void exps_x_inv_thread(const ExpsCtx& X, uint64_t blk, unsigned tx, uint64_t* dest, uint64_t N, int vdim,
+// (coalesced for each j), evaluated, then inverted together and stored. O: the expression's column
+// offsets (exprs.cu.j2), passed on to F.
+template <gl3 (*F)(const ExpsCtx&, uint64_t, const exps_offs*)>
+EXPS_HD void exps_x_inv_thread(const ExpsCtx& X, const exps_offs* O, uint64_t blk, unsigned tx, uint64_t* dest, uint64_t N, int vdim,
                                int num1, uint64_t mode, uint64_t scalar, uint64_t destDomain, uint64_t stagePos,
                                uint64_t destDim, unsigned destExpr) {
     const uint64_t row0 = blk * 256ull * EXPS_INV_ROWS + tx;
@@ -1573,27 +1574,27 @@ EXPS_HD void exps_x_inv_thread(const ExpsCtx& X, uint64_t blk, unsigned tx, uint
     for (unsigned j = 0; j < (unsigned)EXPS_INV_ROWS; ++j) {
         const uint64_t row = row0 + 256 * (uint64_t)j;
         if (row >= N) break;
-        exps_inv_put(B, j, F(X, row), vdim);
+        exps_inv_put(B, j, F(X, row, O), vdim);
         n = j + 1;
     }
     if (n) exps_inv_finish(B, n, dest, row0, vdim, num1, mode, scalar, destDomain, stagePos, destDim, destExpr);
 }
 
 // The host check's form of an inverse-mode launch of F: every thread of its grid, in turn.
-template <gl3 (*F)(const ExpsCtx&, uint64_t)>
-EXPS_HD void exps_x_inv_grid(const ExpsCtx& X, uint64_t* dest, uint64_t N, int vdim, int num1, uint64_t mode,
+template <gl3 (*F)(const ExpsCtx&, uint64_t, const exps_offs*)>
+EXPS_HD void exps_x_inv_grid(const ExpsCtx& X, const exps_offs* O, uint64_t* dest, uint64_t N, int vdim, int num1, uint64_t mode,
                              uint64_t scalar, uint64_t destDomain, uint64_t stagePos, uint64_t destDim,
                              unsigned destExpr) {
     for (uint64_t blk = 0; blk < exps_x_blocks(N, mode); ++blk)
         for (unsigned tx = 0; tx < 256; ++tx)
-            exps_x_inv_thread<F>(X, blk, tx, dest, N, vdim, num1, mode, scalar, destDomain, stagePos, destDim,
+            exps_x_inv_thread<F>(X, O, blk, tx, dest, N, vdim, num1, mode, scalar, destDomain, stagePos, destDim,
                                  destExpr);
 }
 
 // Row functions of the generic inverse kernel (exprs.cu.j2 `exps_x_inv_k`): an expression's values
 // as its WRITE kernel stored them, row-major (destExpr 1, destDim = the value's dim), at X.cst.
-EXPS_HD gl3 exps_saved_row1(const ExpsCtx& X, uint64_t row) { return gl3_make(X.cst[row], 0, 0); }
-EXPS_HD gl3 exps_saved_row3(const ExpsCtx& X, uint64_t row) {
+EXPS_HD gl3 exps_saved_row1(const ExpsCtx& X, uint64_t row, const exps_offs*) { return gl3_make(X.cst[row], 0, 0); }
+EXPS_HD gl3 exps_saved_row3(const ExpsCtx& X, uint64_t row, const exps_offs*) {
     return gl3_make(X.cst[3 * row], X.cst[3 * row + 1], X.cst[3 * row + 2]);
 }
 
@@ -1605,10 +1606,10 @@ EXPS_HD void exps_saved_inv_thread(const uint64_t* v, uint64_t vdim, uint64_t nu
     ExpsCtx X = {};
     X.cst = v;
     if (vdim == 3)
-        exps_x_inv_thread<exps_saved_row3>(X, blk, tx, dest, N, 3, (int)num1, mode, scalar, destDomain, stagePos,
+        exps_x_inv_thread<exps_saved_row3>(X, 0, blk, tx, dest, N, 3, (int)num1, mode, scalar, destDomain, stagePos,
                                            destDim, destExpr);
     else
-        exps_x_inv_thread<exps_saved_row1>(X, blk, tx, dest, N, 1, 0, mode, scalar, destDomain, stagePos, destDim,
+        exps_x_inv_thread<exps_saved_row1>(X, 0, blk, tx, dest, N, 1, 0, mode, scalar, destDomain, stagePos, destDim,
                                            destExpr);
 }
 

@@ -22,7 +22,7 @@ from codegen.check import hostcheck
 from codegen.sample import synth
 from require import require, requires
 from codegen.discover import discover
-from codegen.emit import (OP_C, Q_PARAMS, STORE_OPS, TU_OPS, X_PARAMS, ExprKernel, KernelSource, chunk_body,
+from codegen.emit import (OP_C, Q_PARAMS, STORE_OPS, TU_OPS, X_PARAMS, XINV_PARAMS, ExprKernel, KernelSource, chunk_body,
                           device_tus, kernel_symbol, pack, q_part, render, render_parts, tu_kernels, tu_twins,
                           x_parts)
 from codegen.ir import KernelIR, Leaf, Op, Val, lower
@@ -157,7 +157,7 @@ def test_file_names_chunked_large() -> None:
         "k_large_q1_x0.cu": [kernel_symbol(f"{qn[c]}_k", Q_PARAMS) for c in range(15, 22)]
         + [kernel_symbol(f"{xn[xk.ir.exp_id]}_{k}", X_PARAMS) for xk in sorted(ks.exprs, key=lambda xk: xk.ir.exp_id)
            for k in (("k", "ki") if xk.inv else ("k",))],
-        "exps_xinv.cu": [kernel_symbol("exps_x_inv_k", X_PARAMS)]}
+        "exps_xinv.cu": [kernel_symbol("exps_x_inv_k", XINV_PARAMS)]}
     # an expression some hint inverts has its own inverse kernel; the others (44 and 68 are the
     # sample Large's hint denominators) share the kernel's generic inverse kernel
     assert sorted(xk.ir.exp_id for xk in ks.exprs if xk.inv) == [44, 68]
@@ -167,7 +167,7 @@ def test_file_names_chunked_large() -> None:
         assert (f'"{w}", "{i}", ' if xk.inv else f'"{w}", 0, ') in abi, xk.ir.exp_id
     # the table's generic inverse kernel: lib 2, the fatbin of exps_xinv.cu (device_tus order: last)
     assert device_tus(r)[2] == "exps_xinv.cu"
-    assert f'2u, "{kernel_symbol("exps_x_inv_k", X_PARAMS)}", EXPS_HOST_FORM(exps_x_inv_h),' in abi
+    assert f'2u, "{kernel_symbol("exps_x_inv_k", XINV_PARAMS)}", EXPS_HOST_FORM(exps_x_inv_h),' in abi
 
 
 def test_file_names_small_tu_limit() -> None:
@@ -225,11 +225,11 @@ def test_generic_inverse_kernel_is_a_tu_of_its_own(name: str, opc, tu_ops: int) 
     assert "EXPS_HD" not in files["exps_xinv.cu"] and key not in files["exps_xinv.cu"]
     t = emit.launch_table(ks, tu_ops=tu_ops)
     assert t["tus"] == tus and t["inv"]["lib"] == len(tus) - 1
-    assert t["inv"] == {"lib": len(tus) - 1, "sym": kernel_symbol("exps_x_inv_k", X_PARAMS), "host": "exps_x_inv_h"}
+    assert t["inv"] == {"lib": len(tus) - 1, "sym": kernel_symbol("exps_x_inv_k", XINV_PARAMS), "host": "exps_x_inv_h"}
     assert all(k["lib"] < len(tus) - 1 for k in (*t["q"], *t["exprs"]))
-    assert tu_kernels(ks, tu_ops=tu_ops)["exps_xinv.cu"] == [kernel_symbol("exps_x_inv_k", X_PARAMS)]
+    assert tu_kernels(ks, tu_ops=tu_ops)["exps_xinv.cu"] == [kernel_symbol("exps_x_inv_k", XINV_PARAMS)]
     abi = files[f"{key}_abi.cpp"]
-    assert f'    {len(tus) - 1}u, "{kernel_symbol("exps_x_inv_k", X_PARAMS)}", EXPS_HOST_FORM(exps_x_inv_h),' in abi
+    assert f'    {len(tus) - 1}u, "{kernel_symbol("exps_x_inv_k", XINV_PARAMS)}", EXPS_HOST_FORM(exps_x_inv_h),' in abi
     assert f"//   f{len(tus) - 1}.fatbin: exps_xinv.cu\n" in abi
 
 
@@ -921,12 +921,14 @@ def test_fieldops_device_forms_compile(tmp_path: Path) -> None:
 def test_offset_lines_and_the_launchers_descriptors_agree() -> None:
     """emit.offset_lines (0.20.0): every column word and scratch slot of a chunk's own renderings at
     an entry of the kernel's exps_offs, in first-use order, each (kind, index) once; the kinds and
-    the table size are exps_abi.h's; past OFFS_MAX entries a load keeps its own arithmetic."""
+    the table size are exps_abi.h's; past OFFS_MAX entries a load keeps its own arithmetic. In a
+    trace-domain expression (0.21.0) a stage-1 column is the trace's (kind TRACE, base exps_tb)."""
     import re as _re
     abi = (emit.TEMPLATES / emit.ABI_HEADER).read_text()
     assert int(_re.search(r"#define EXPS_MAX_OFFS (\d+)", abi)[1]) == emit.OFFS_MAX
     kinds = {k: int(v) for k, v in _re.findall(r"#define EXPS_OFF_(\w+) (\d+)ull", abi)}
-    assert kinds == {"CM1": 1, "CONST": 4, "ZI": 5, "SCRATCH": 6}
+    assert kinds == {"CM1": 1, "CONST": 4, "ZI": 5, "SCRATCH": 6, "TRACE": 7}
+    assert (emit._OFF_KIND["cst"], emit._OFF_ZI, emit._OFF_SCRATCH, emit._OFF_TRACE) == (4, 5, 6, 7)
     col = emit._leaf_c(Leaf("cm", 1, stage=2, col=7, shift=-2))
     cst = emit._leaf_c(Leaf("const", 1, col=3))
     lines = [f"const uint64_t v0 = gl_add({col}, {cst});", f"{emit._scratch_c(5, 0)} = v0;",
@@ -944,6 +946,21 @@ def test_offset_lines_and_the_launchers_descriptors_agree() -> None:
         "const uint64_t v1 = gl_mul(EXPS_LD((const uint64_t*)(exps_rb_m2 + O.v[0])), "
         "EXPS_LD((const uint64_t*)(exps_rb + O.v[3])));",
         "const uint64_t v2 = (*(uint64_t*)(exps_sb + O.v[2]));"]
+    t1 = emit._leaf_c(Leaf("cm", 1, stage=1, col=4, shift=1))
+    t2 = emit._leaf_c(Leaf("cm", 1, stage=2, col=4))
+    out, descs = emit.offset_lines([f"const uint64_t v0 = gl_add({t1}, {t2});", f"const uint64_t v1 = gl_mul({cst}, {t1});"],
+                                   trace=True)
+    assert descs == [7 << 32 | 4, 2 << 32 | 4, 4 << 32 | 3]
+    assert out == [
+        "const char* const exps_tb_p1 = (const char*)X.cm[1] + ((uint64_t)EXPS_ROW(1) << 3);",
+        "const char* const exps_rb = X.aux + ((uint64_t)row << 3);",
+        "const char* const exps_cb = (const char*)X.cst + ((uint64_t)row << 3);",
+        "const uint64_t v0 = gl_add(EXPS_LD((const uint64_t*)(exps_tb_p1 + O.v[0])), "
+        "EXPS_LD((const uint64_t*)(exps_rb + O.v[1])));",
+        "const uint64_t v1 = gl_mul(EXPS_LD((const uint64_t*)(exps_cb + O.v[2])), "
+        "EXPS_LD((const uint64_t*)(exps_tb_p1 + O.v[0])));"]
+    zi = "const uint64_t v0 = EXPS_LD(X.zi + row);"
+    assert emit.offset_lines([zi], trace=True) == ([zi], [])
     many = [f"const uint64_t v{i} = {emit._leaf_c(Leaf('cm', 1, stage=1, col=i))};" for i in range(emit.OFFS_MAX + 2)]
     out, descs = emit.offset_lines(many)
     assert len(descs) == emit.OFFS_MAX and descs[-1] == 1 << 32 | (emit.OFFS_MAX - 1)

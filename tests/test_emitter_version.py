@@ -67,6 +67,9 @@ PINNED = {
     # a Q kernel's column and scratch addresses at byte offsets the launcher computes once per
     # launch (exps_offs, its last parameter; docs/DESIGN-column-offsets.md)
     "0.20.0": "cae34ab8838e4c903651557b5c040686d368d535a0f2ee3b141ea7289b793c29",
+    # the trace-domain expression kernels' column addresses at byte offsets too (exps_offs, their
+    # last parameter; a stage-1 column from the trace: EXPS_OFF_TRACE)
+    "0.21.0": "a5aa03b5dac8a9b9b7625c834a7dfcdd6e44b9ad1c9463b5cc1a7a851b53e12c",
 }
 
 

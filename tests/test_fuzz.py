@@ -79,7 +79,7 @@ STRING_LIT = re.compile(r'"(?:[^"\\\n]|\\.)*"')
 #: a kernel's name (emit.kernel_name): a digest of its content, never text of the input
 KERNEL_NAME = r"k[0-9a-f]{16}_(?:q_c|x_e)\d+"
 #: a kernel symbol of the launch table (emit.kernel_symbol): its length prefix, the kernel's name
-KERNEL_SYMBOL = re.compile(rf'"_Z(\d+)({KERNEL_NAME}_k[ib]?|exps_x_inv_k)(?:{emit.Q_PARAMS}|{emit.X_PARAMS})"')
+KERNEL_SYMBOL = re.compile(rf'"_Z(\d+)({KERNEL_NAME}_k[ib]?|exps_x_inv_k)(?:{emit.Q_PARAMS}|{emit.X_PARAMS}|{emit.XINV_PARAMS})"')
 
 
 def _norm(tok: str) -> str:

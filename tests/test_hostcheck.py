@@ -232,7 +232,7 @@ def _tiny_chunked(opc: int = 8):
     return si, ks, render(ks), json.loads(p.starkinfo.read_text()), json.loads(p.expressions.read_text())
 
 
-@pytest.mark.parametrize("wrong", ["words = (index ? index - 1 : 0) * a.wave;", "words = index * (a.wave / 2);"])
+@pytest.mark.parametrize("wrong", ["words = (index ? index - 1 : 0) * wave;", "words = index * (wave / 2);"])
 def test_wrong_scratch_offsets_of_the_launcher_are_detected(wrong: str) -> None:
     """The launcher computes each Q kernel's exps_offs (exps_runtime.cpp q_offsets) and the host
     form gets the same words as the kernel: scratch slots at the wrong offsets from the wave's
@@ -242,8 +242,8 @@ def test_wrong_scratch_offsets_of_the_launcher_are_detected(wrong: str) -> None:
     assert ks.plan.n_chunks > 2 and ks.plan.total_slots >= 2
     assert _check_text(files, si, si_json, ei_json, ks).mismatches == []
     rt = (emit.TEMPLATES / emit.RUNTIME).read_text()
-    assert rt.count("words = index * a.wave;") == 1
-    res = _check_text({**files, emit.RUNTIME: rt.replace("words = index * a.wave;", wrong)}, si, si_json, ei_json, ks)
+    assert rt.count("words = index * wave;") == 1
+    res = _check_text({**files, emit.RUNTIME: rt.replace("words = index * wave;", wrong)}, si, si_json, ei_json, ks)
     assert res.mismatches and all(m.startswith("Q (scratch ") for m in res.mismatches), (wrong, res.mismatches)
 
 
@@ -251,11 +251,32 @@ def test_wrong_column_offsets_of_the_launcher_are_detected() -> None:
     """The same for the stage-1 columns: each read from its neighbour (column 0 from column 1)."""
     si, ks, files = _neg_setup()
     rt = (emit.TEMPLATES / emit.RUNTIME).read_text()
-    right = "if (kind == EXPS_OFF_CM1) words = a.o1 + index * a.NExt;"
+    right = "if (kind == EXPS_OFF_CM1) words = o1 + index * D;"
     assert rt.count(right) == 1
-    wrong = "if (kind == EXPS_OFF_CM1) words = a.o1 + (index ? index - 1 : 1) * a.NExt;"
+    wrong = "if (kind == EXPS_OFF_CM1) words = o1 + (index ? index - 1 : 1) * D;"
     res = _check_text({**files, emit.RUNTIME: rt.replace(right, wrong)}, si, SI, EI, ks)
     assert [m.split(":")[0] for m in res.mismatches] == ["Q (scratch 0)"]
+
+
+def test_wrong_trace_offsets_of_the_launcher_are_detected() -> None:
+    """The trace-domain expressions' offsets (0.21.0, exps_runtime.cpp x_offsets): a stage-1 column
+    of the trace read from its neighbour is caught in every launch of every expression that reads
+    one, and in none else (the Q reads stage 1 from the aux trace)."""
+    p, si, cov, si_json, ei_json = _medium()
+    ks = hostcheck.kernel_source(p.key, cov)
+    files = render(ks)
+    xs = emit.x_parts(ks)
+    readers = {int(d["exp_id"]) for d in xs if any(o >> 32 == emit._OFF_TRACE for o in d["offs"])}
+    assert readers and len(readers) < len(xs)
+    assert _check_text(files, si, si_json, ei_json, ks).mismatches == []
+    rt = (emit.TEMPLATES / emit.RUNTIME).read_text()
+    right = "else if (kind == EXPS_OFF_CONST || kind == EXPS_OFF_TRACE) words = index * D;"
+    assert rt.count(right) == 1
+    wrong = ("else if (kind == EXPS_OFF_CONST) words = index * D;\n"
+             "        else if (kind == EXPS_OFF_TRACE) words = (index ? index - 1 : 1) * D;")
+    res = _check_text({**files, emit.RUNTIME: rt.replace(right, wrong)}, si, si_json, ei_json, ks)
+    hit = {int(m.split()[1]) for m in res.mismatches if m.startswith("expr ")}
+    assert hit == readers and all(m.startswith("expr ") for m in res.mismatches), res.mismatches[:5]
 
 
 def test_sample_add_to_sub_is_detected() -> None:

@@ -34,11 +34,11 @@ __global__ void name(uint64_t* dest, uint64_t N, uint64_t mode, uint64_t scalar,
 STORE_KERNEL(store_v1, 1, 0)
 STORE_KERNEL(store_v3, 3, 0)
 STORE_KERNEL(store_v3_num1, 3, 1)
-EXPS_HD gl3 row3(const ExpsCtx& X, uint64_t row) { return gl3_make(X.cm[1][row], X.cm[1][X.D + row], X.cm[1][2 * X.D + row]); }
+EXPS_HD gl3 row3(const ExpsCtx& X, uint64_t row, const exps_offs*) { return gl3_make(X.cm[1][row], X.cm[1][X.D + row], X.cm[1][2 * X.D + row]); }
 __global__ void thread_v3(const StepsParams* P, uint64_t* dest, uint64_t N, uint64_t mode, uint64_t scalar,
                           uint64_t destDim, unsigned destExpr) {              /* the batched form */
     const ExpsCtx X = exps_ctx(P, N, 0, 0, 0, 0, 0);
-    exps_x_inv_thread<row3>(X, blockIdx.x, threadIdx.x, dest, N, 3, 0, mode, scalar, N, 0, destDim, destExpr);
+    exps_x_inv_thread<row3>(X, 0, blockIdx.x, threadIdx.x, dest, N, 3, 0, mode, scalar, N, 0, destDim, destExpr);
 }
 static __device__ __noinline__ uint64_t one_mul(uint64_t a, uint64_t b) { return gl_mul(a, b); }
 __global__ void mul_k(uint64_t* d) { d[0] = one_mul(d[1], d[2]); }
@@ -137,19 +137,19 @@ def test_host_inverses_match_the_oracle(tmp_path: Path) -> None:
 BATCH_TU = """#include "gen_common.cuh"
 static const uint64_t* g_v;
 static uint64_t g_n;
-static gl3 f1(const ExpsCtx&, uint64_t row) { return gl3_make(g_v[row], 0, 0); }
-static gl3 f3(const ExpsCtx&, uint64_t row) { return gl3_make(g_v[row], g_v[g_n + row], g_v[2 * g_n + row]); }
+static gl3 f1(const ExpsCtx&, uint64_t row, const exps_offs*) { return gl3_make(g_v[row], 0, 0); }
+static gl3 f3(const ExpsCtx&, uint64_t row, const exps_offs*) { return gl3_make(g_v[row], g_v[g_n + row], g_v[2 * g_n + row]); }
 extern "C" void run(const uint64_t* v, uint64_t n, int vdim, int num1, uint64_t mode, uint64_t scalar,
                     uint64_t destDim, unsigned destExpr, uint64_t* dest) {
     g_v = v; g_n = n;
     const ExpsCtx X = {};
     if (mode == EXPS_WRITE) {
         for (uint64_t row = 0; row < n; ++row)
-            exps_store(dest, row, vdim == 3 ? f3(X, row) : f1(X, row), vdim, num1, EXPS_WRITE, scalar, n, 1, destDim, destExpr);
+            exps_store(dest, row, vdim == 3 ? f3(X, row, 0) : f1(X, row, 0), vdim, num1, EXPS_WRITE, scalar, n, 1, destDim, destExpr);
         return;
     }
-    if (vdim == 3) exps_x_inv_grid<f3>(X, dest, n, 3, num1, mode, scalar, n, 1, destDim, destExpr);
-    else exps_x_inv_grid<f1>(X, dest, n, 1, num1, mode, scalar, n, 1, destDim, destExpr);
+    if (vdim == 3) exps_x_inv_grid<f3>(X, 0, dest, n, 3, num1, mode, scalar, n, 1, destDim, destExpr);
+    else exps_x_inv_grid<f1>(X, 0, dest, n, 1, num1, mode, scalar, n, 1, destDim, destExpr);
 }
 """
 #: the line of exps_inv_finish that takes gl_inv's own word for a value with two encodings

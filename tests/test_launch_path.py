@@ -23,7 +23,7 @@ from codegen.build.cache import ObjectCache
 from codegen.check import hostcheck
 from codegen.coverage import cover
 from codegen.discover import discover
-from codegen.emit import X_PARAMS, KernelSource, device_tus, kernel_symbol, render, tu_kernels
+from codegen.emit import X_PARAMS, XINV_PARAMS, KernelSource, device_tus, kernel_symbol, render, tu_kernels
 from codegen.model import load_air
 from codegen.plan import plan
 from require import cuobjdump as cuobjdump_path, require
@@ -83,7 +83,7 @@ def test_every_kernel_of_the_table_is_in_the_fatbins(built) -> None:
     assert len(names) == ks.plan.n_chunks + 2 * len(ks.exprs) - cold + (1 if cold else 0)
     assert sass.count("Fatbin elf code") == sass.count("Fatbin ptx code") == 4   # per device TU: SASS, PTX
     # the generic inverse kernel is alone in the last fatbin (its own TU, the table's inv lib)
-    assert kernels["exps_xinv.cu"] == [kernel_symbol("exps_x_inv_k", X_PARAMS)]
+    assert kernels["exps_xinv.cu"] == [kernel_symbol("exps_x_inv_k", XINV_PARAMS)]
     assert re.findall(r"Function : (\S+)", sass.split("Fatbin elf code")[-1]) == kernels["exps_xinv.cu"]
 
 
