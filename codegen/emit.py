@@ -444,7 +444,8 @@ def kernel_name(kind: str, n: int, fields: list) -> str:
     """`k<16 hex digits>_<kind><n>`: the digest is sha256 over `kind`, `n` and `fields`, every
     input of the kernel's template text other than its name (its body lines, result, dims, store
     flags; for a Q chunk whether it is the last, the plan's single-kernel flag, the output). Two
-    kernels of one `.so` never share a name: `n` (chunk index, expId) is unique in it."""
+    different kernels of one `.so` never share a name: `n` (chunk index, expId) is unique in it;
+    expressions of one shape share one kernel, named after the first (`x_parts`)."""
     d = hashlib.sha256(json.dumps([kind, n, fields], separators=(",", ":")).encode()).hexdigest()
     return f"k{d[:16]}_{kind}{_i(n)}"
 
@@ -545,13 +546,18 @@ def x_parts(ks: KernelSource) -> list[dict]:
     """The expressions of `ks` (in `ks.exprs` order) as exprs.cu.j2 renders them (cached)."""
     of = (id(ks.exprs), len(ks.exprs), *map(id, ks.exprs))
     if ks._x_parts is None or ks._x_parts[0] != of:
-        out = []
-        for x in ks.exprs:
+        out: list[dict] = []
+        first: dict[str, int] = {}      # a shape (the kernel's text but its name) -> its first expression
+        for i, x in enumerate(ks.exprs):
             lines, offs = offset_lines(expr_body(x.ir), trace=True)
             d = {"exp_id": _i(x.ir.exp_id), "lines": lines, "result": result_c(x.ir),
                  "vdim": x.ir.out_dim, "num1": int(x.num1), "inv": bool(x.inv), "offs": offs}
-            d["kname"] = kernel_name("x_e", x.ir.exp_id, [d["lines"], d["result"], d["vdim"], d["num1"], d["inv"],
-                                                          offs])
+            fields = [d["lines"], d["result"], d["vdim"], d["num1"], d["inv"]]
+            # expressions that differ only in the columns they read (their offsets) are one kernel
+            # (issue #15: e.g. Intermediates' 56 expressions are 16 kernels); "of": the expression
+            # whose kernel it is, the first of its shape, whose expId names it
+            d["of"] = first.setdefault(json.dumps(fields, separators=(",", ":")), i)
+            d["kname"] = out[d["of"]]["kname"] if d["of"] != i else kernel_name("x_e", x.ir.exp_id, fields)
             out.append(d)
         ks._x_parts = (of, out)
     return ks._x_parts[1]
@@ -651,7 +657,9 @@ def _part_names(ks: KernelSource, tu_ops: int, probed=_KS) -> tuple[list[list[in
             raise ValueError(f"kernel {ks.key}: probed chunks {probed!r} are not chunks of its plan")
         rest = [c for c in range(len(sizes)) if c not in set(first)]
         q_groups = [first] + [[rest[i] for i in g] for g in _groups([sizes[c] for c in rest], tu_ops)]
-    x_groups = _groups([len(x.ir.ops) for x in ks.exprs], tu_ops) if ks.exprs else []
+    # the expressions whose kernels the TUs hold: one of each shape (x_parts "of")
+    own = [i for i, d in enumerate(x_parts(ks)) if d["of"] == i] if ks.exprs else []
+    x_groups = [[own[j] for j in g] for g in _groups([len(ks.exprs[i].ir.ops) for i in own], tu_ops)]
     return q_groups, x_groups
 
 
@@ -713,14 +721,14 @@ def launch_table(ks: KernelSource, tu_ops: int = TU_OPS) -> dict:
                     "offs": ", ".join(f"{_i(d)}ull" for d in part["offs"]), "n_offs": _i(len(part["offs"]))}
     exprs = []
     xs = x_parts(ks)
-    for g, idx in enumerate(x_groups):
-        for i in idx:
-            x, n = ks.exprs[i], xs[i]["kname"]
-            exprs.append({"exp_id": xs[i]["exp_id"], "lib": lib[f"{key}_x{g}.cu"],
-                          "sym": kernel_symbol(f"{n}_k", X_PARAMS),
-                          "sym_inv": kernel_symbol(f"{n}_ki", X_PARAMS) if x.inv else "",
-                          "host": f"{n}_h", "vdim": _i(x.ir.out_dim), "num1": int(x.num1),
-                          "offs": ", ".join(f"{_i(d)}ull" for d in xs[i]["offs"]), "n_offs": _i(len(xs[i]["offs"]))})
+    group = {i: g for g, idx in enumerate(x_groups) for i in idx}
+    for i, x in enumerate(ks.exprs):    # its shape's kernel, in the TU of the first of that shape
+        n = xs[i]["kname"]
+        exprs.append({"exp_id": xs[i]["exp_id"], "lib": lib[f"{key}_x{group[xs[i]['of']]}.cu"],
+                      "sym": kernel_symbol(f"{n}_k", X_PARAMS),
+                      "sym_inv": kernel_symbol(f"{n}_ki", X_PARAMS) if x.inv else "",
+                      "host": f"{n}_h", "vdim": _i(x.ir.out_dim), "num1": int(x.num1),
+                      "offs": ", ".join(f"{_i(d)}ull" for d in xs[i]["offs"]), "n_offs": _i(len(xs[i]["offs"]))})
     exprs.sort(key=lambda x: int(x["exp_id"]))
     if len({x["exp_id"] for x in exprs}) != len(exprs):
         raise ValueError(f"kernel {key}: two expression kernels of one expId")
@@ -768,7 +776,7 @@ def tu_kernels(ks: KernelSource, tu_ops: int = TU_OPS) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {n: [] for n in t["tus"]}
     for k in (*t["q"], *t["exprs"], *([t["inv"]] if t["inv"] else [])):
         out[t["tus"][k["lib"]]].extend(n for n in (k["sym"], k.get("sym_inv")) if n)
-    return out
+    return {tu: list(dict.fromkeys(names)) for tu, names in out.items()}    # (a shared kernel once)
 
 
 def render_abi(ks: KernelSource, tu_ops: int = TU_OPS) -> str:

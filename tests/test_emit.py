@@ -965,3 +965,41 @@ def test_offset_lines_and_the_launchers_descriptors_agree() -> None:
     out, descs = emit.offset_lines(many)
     assert len(descs) == emit.OFFS_MAX and descs[-1] == 1 << 32 | (emit.OFFS_MAX - 1)
     assert out[-2:] == [m for m in many[-2:]]          # past the table: as rendered
+
+
+def test_expressions_of_one_shape_share_one_kernel() -> None:
+    """0.22.0: expressions whose kernels would differ only in the columns they read (their offsets)
+    are one kernel, rendered once, in the TU of the first of the shape and named after it; every
+    expression keeps its own launch-table entry and offsets. ../shared/pk's Intermediates: 56
+    expressions, 16 kernels."""
+    require("pk")
+    pk = ROOT.parent / "shared" / "pk" / "intermediate_sums" / "provingKey"
+    [p] = [p for p in discover(pk) if p.base == "Intermediates"]
+    si, ei = load_air(p.starkinfo, p.expressions)
+    cov = cover(si, ei)
+    ks = KernelSource(p.key, cov.q, plan(cov.q, 64), cov.exprs, "0" * 64)
+    xs = x_parts(ks)
+    own = [i for i, d in enumerate(xs) if d["of"] == i]
+    assert (len(xs), len(own)) == (56, 16)
+    for i, d in enumerate(xs):
+        f = xs[d["of"]]
+        assert d["of"] <= i and d["kname"] == f["kname"] and f["kname"].endswith(f"_x_e{f['exp_id']}")
+        assert (d["lines"], d["result"], d["vdim"], d["num1"], d["inv"]) == \
+            (f["lines"], f["result"], f["vdim"], f["num1"], f["inv"])
+    assert len({d["kname"] for d in xs}) == 16
+    assert any(d["offs"] != xs[d["of"]]["offs"] for d in xs)       # shared kernels, other columns
+    files = render(ks)
+    text = "".join(t for n, t in files.items() if n.endswith(".cu"))
+    for d in xs:
+        assert text.count(f"EXPS_HD gl3 {d['kname']}(") == 1
+    t = emit.launch_table(ks)
+    assert [x["exp_id"] for x in t["exprs"]] == sorted((d["exp_id"] for d in xs), key=int)
+    by_id = {d["exp_id"]: d for d in xs}
+    for x in t["exprs"]:
+        d = by_id[x["exp_id"]]
+        assert x["sym"] == kernel_symbol(f"{d['kname']}_k", X_PARAMS)
+        assert x["offs"] == ", ".join(f"{o}ull" for o in d["offs"])
+        assert t["tus"][x["lib"]] in [n for n in files if f"EXPS_HD gl3 {d['kname']}(" in files[n]]
+    kernels = tu_kernels(ks)
+    assert sum(len([k for k in ns if "_x_e" in k]) for ns in kernels.values()) == \
+        16 + sum(1 for i in own if xs[i]["inv"])

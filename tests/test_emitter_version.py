@@ -70,6 +70,9 @@ PINNED = {
     # the trace-domain expression kernels' column addresses at byte offsets too (exps_offs, their
     # last parameter; a stage-1 column from the trace: EXPS_OFF_TRACE)
     "0.21.0": "a5aa03b5dac8a9b9b7625c834a7dfcdd6e44b9ad1c9463b5cc1a7a851b53e12c",
+    # an expression kernel per shape: expressions that differ only in the columns they read share
+    # one kernel (their own offsets in the launch table)
+    "0.22.0": "4aa4cba5febd0b247c3d75c0fcfe73202f211703dad4648863c74d90a28a5b13",
 }
 
 

@@ -532,3 +532,31 @@ def test_generic_inverse_kernel_runs_the_inverse_modes_of_uninverted_expressions
                       si, si_json, ei_json, ks)
     assert res.mismatches and all(("MUL_INV" in m or "WRITE_INV" in m) for m in res.mismatches)
     assert {int(m.split()[1]) for m in res.mismatches} == set(cold)
+
+
+def _intermediates():
+    require("pk")
+    [p] = [p for p in discover(PK / "intermediate_sums" / "provingKey") if p.base == "Intermediates"]
+    si, ei = load_air(p.starkinfo, p.expressions)
+    return p, si, cover(si, ei), json.loads(p.starkinfo.read_text()), json.loads(p.expressions.read_text())
+
+
+def test_offsets_of_a_shared_expression_kernel_are_each_expressions_own() -> None:
+    """Expressions of one shape share one kernel (0.22.0), each with its own offsets in the launch
+    table: given another expression's offsets (same kernel, other columns), one expression's every
+    launch is caught, and no other expression's."""
+    p, si, cov, si_json, ei_json = _intermediates()
+    ks = hostcheck.kernel_source(p.key, cov)
+    xs = emit.x_parts(ks)
+    a, b = next((i, j) for j, d in enumerate(xs) for i in range(j) if xs[i]["of"] == d["of"] and
+                xs[i]["offs"] != d["offs"])
+    files = render(ks)
+    abi_name = f"{p.key}_abi.cpp"
+    abi = files[abi_name]
+    tables = dict(re.findall(r"\{(\d+)ull, \d+, \"\w+\", [^}]*?(exps_offs_x\d+), \d+u\}", abi))
+    ea, eb = xs[a]["exp_id"], xs[b]["exp_id"]
+    row = re.search(rf"\{{{eb}ull, [^\n]*?{tables[eb]}, (\d+)u\}}", abi)
+    assert row and len(xs[a]["offs"]) == len(xs[b]["offs"])
+    wrong = abi.replace(row[0], row[0].replace(tables[eb], tables[ea]))
+    res = _check_text({**files, abi_name: wrong}, si, si_json, ei_json, ks)
+    assert res.mismatches and {m.split()[1] for m in res.mismatches} == {eb}, res.mismatches[:4]
