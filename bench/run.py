@@ -179,12 +179,16 @@ def kernel_info(build_dir: Path | None, key: str, min_scratch: int | None) -> Ke
         if "chunks" in plan:
             info.chunks, info.slots, info.source = int(plan["chunks"]), int(plan["slots"]), "build dir"
         regs: dict[int, int] = {}
-        for rep in (_read_json(kd / "objs.json").get("reports") or {}).values():
-            for fn, per_arch in rep.items():
-                m = re.search(r"k[0-9a-f]{16}_q_c(\d+)_k", fn) or re.search(re.escape(key) + r"_q_c(\d+)_k", fn)
-                if m:
-                    for st in per_arch.values():
-                        regs[int(m[1])] = max(regs.get(int(m[1]), 0), int(st.get("registers", 0)))
+        objs = _read_json(kd / "objs.json")
+        bounded = {str(c) for c in (objs.get("bounded") or {})}
+        for field in ("reports", "twin_reports"):   # a chunk the build bounded runs its twin (`_kb`)
+            for rep in (objs.get(field) or {}).values():
+                for fn, per_arch in (rep or {}).items():
+                    m = re.search(r"k[0-9a-f]{16}_q_c(\d+)_k(b?)(?=PK|$)", fn) or \
+                        re.search(re.escape(key) + r"_q_c(\d+)_k(b?)(?=PK|$)", fn)
+                    if m and bool(m[2]) == (field == "twin_reports") and (m[2] == "b") == (m[1] in bounded):
+                        for st in per_arch.values():
+                            regs[int(m[1])] = max(regs.get(int(m[1]), 0), int(st.get("registers", 0)))
         info.regs = [regs[c] for c in sorted(regs)]
         if regs:    # the compiled chunk kernels (the IR passes can make fewer than the manifest's plan)
             info.chunks = len(regs)

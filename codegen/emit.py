@@ -409,7 +409,10 @@ class KernelSource:
     #: and options: actions.act_tune): they are the first device TU, alone, so that its compile is
     #: an object-cache hit; the other chunks and the expressions are packed after it as usual
     probed: tuple[int, ...] | None = None
-    #: a single Q kernel's `__launch_bounds__(256, min_blocks)` (autotune.bound_single; 0: none)
+    #: a single Q kernel bounded to `min_blocks` blocks per SM (autotune.bound_single; 0: none): in
+    #: an autotune probe (`render_probe`) its `__launch_bounds__(256, min_blocks)`; in the kernel's
+    #: sources (`render`, 0.23.0) the kernel as unbounded, and its TU's bounded twin with that bound,
+    #: which `cc` compiles from the first compile's PTX, as a chunked Q's (`launch_table` "twins")
     min_blocks: int = 0
     q_in: KernelIR | None = field(default=None, init=False)
     pass_stats: PassStats | None = field(default=None, init=False)
@@ -736,13 +739,16 @@ def launch_table(ks: KernelSource, tu_ops: int = TU_OPS) -> dict:
     inv = None if g is None else {"lib": lib[g], "sym": kernel_symbol("exps_x_inv_k", XINV_PARAMS),
                                   "host": "exps_x_inv_h"}
     # a chunked Q: each device TU holding chunk kernels may get a bounded twin (build/bounds.py),
-    # its fatbin slot after the device TUs'; chunk c then has twin_lib and twin_sym (`<name>_kb`)
+    # its fatbin slot after the device TUs'; chunk c then has twin_lib and twin_sym (`<name>_kb`).
+    # A single kernel the tune bounded (`ks.min_blocks`) gets one, its bound fixed ("blocks")
     twins = []
-    if ks.plan.n_chunks > 1:
+    if ks.plan.n_chunks > 1 or ks.min_blocks:
         for i, t in enumerate(tus):
             cs = [c for c in range(ks.plan.n_chunks) if q[c]["lib"] == i]
             if cs:
                 twins.append({"tu": t, "lib": len(tus) + len(twins), "chunks": cs})
+                if ks.plan.n_chunks == 1:
+                    twins[-1]["blocks"] = int(_i(ks.min_blocks))
                 for c in cs:
                     q[c]["twin_lib"] = twins[-1]["lib"]
                     q[c]["twin_sym"] = q_symbols(ks, c)[1]
@@ -752,10 +758,12 @@ def launch_table(ks: KernelSource, tu_ops: int = TU_OPS) -> dict:
 def tu_twins(ks: KernelSource, tu_ops: int = TU_OPS) -> list[dict]:
     """The bounded twins a chunked Q's device TUs may get (the manifest's `twins`, what cc reads):
     per twin, in fatbin-slot order, its TU, its slot (`lib`) and per chunk kernel it holds
-    [chunk, symbol, twin's symbol]. Empty for a single Q kernel."""
+    [chunk, symbol, twin's symbol]; for a single Q kernel bounded by its tune (`ks.min_blocks`) the
+    one twin of its TU with that bound (`blocks`); none for another single kernel."""
     t = launch_table(ks, tu_ops)
     return [{"tu": w["tu"], "lib": w["lib"], "chunks": [[c, t["q"][c]["sym"], t["q"][c]["twin_sym"]]
-                                                        for c in w["chunks"]]} for w in t["twins"]]
+                                                        for c in w["chunks"]],
+             **({"blocks": int(w["blocks"])} if "blocks" in w else {})} for w in t["twins"]]
 
 
 def generic_inverse_tu(ks: KernelSource) -> str | None:
@@ -838,7 +846,7 @@ def render_parts(ks: KernelSource, tu_ops: int = TU_OPS) -> dict[str, str]:
     for g, idx in enumerate(q_groups):
         files[f"{key}_q{g}.cu"] = e.get_template("q_chunks.cu.j2").render(
             chunks=[q_part(ks, c) for c in idx], single=pl.n_chunks == 1, out=f"v{out_c}",
-            out_dim=ir.out_dim, header=COMMON_HEADER, bound=_bound(ks))
+            out_dim=ir.out_dim, header=COMMON_HEADER, bound="")     # (a bound: the twin's, below)
     xs = x_parts(ks) if x_groups else []
     for g, idx in enumerate(x_groups):
         files[f"{key}_x{g}.cu"] = e.get_template("exprs.cu.j2").render(
@@ -895,8 +903,8 @@ def render_probe(ks: KernelSource, chunks: list[int]) -> dict[str, str]:
 
 
 def _bound(ks: KernelSource) -> str:
-    """What follows the block size in a Q kernel's `__launch_bounds__`: `, <min blocks>` for a
-    single kernel with `ks.min_blocks`, else nothing."""
+    """What follows the block size in an autotune probe's Q kernel's `__launch_bounds__`: `, <min
+    blocks>` for a single kernel with `ks.min_blocks`, else nothing."""
     if ks.min_blocks and ks.plan.n_chunks == 1:
         return f", {_i(ks.min_blocks)}"
     return ""

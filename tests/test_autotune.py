@@ -631,14 +631,13 @@ def test_the_tune_bounds_a_single_kernel_with_real_nvcc(tmp_path, monkeypatch, b
     """nvcc 13, sm_90, emitter 0.20.0: Lookup3's single kernel is 84 registers (2 blocks of 256 per
     SM), bounded to 3 blocks 80 and no spill; Lookup2_12's is 80 with 24 B spilled (ptxas's own
     trade for 3 blocks: the tune tries chunks first), bounded 80 and none; RangeCheck4's is 102,
-    bounded it spills and keeps its kernel. The emitted Q kernel carries the bound. (Up to 0.19.1
+    bounded it spills and keeps its kernel. The bound is the twin of the kernel's TU (0.23.0: made
+    by cc from the first compile's PTX, as the tune's bounded probe was, so cc compiles nothing
+    again); the kernel as emitted is unbounded, the same text as the tune's first probe. (Up to 0.19.1
     MultiRangeCheck1 and 2 were the first two, 1.08x and 1.25x bounded on the H200; with the
     launcher's offsets they fit 80 registers unbounded.)"""
-    from codegen.build.actions import act_emit
-    monkeypatch.setenv("EXPS_CACHE_DIR", str(tmp_path / "cache"))
-    ir_json, tune_json, man = tmp_path / "ir.json", tmp_path / "tune.json", tmp_path / "k" / "manifest.json"
-    act_ir("m", f"{base}.starkinfo.json", f"{base}.expressionsinfo.json", str(ir_json), [])
-    assert act_tune("m", str(ir_json), str(tune_json), str(tmp_path / "probe"), [90], None)
+    from codegen.build.actions import act_cc, act_emit
+    launcher, log, ir_json, tune_json, man, content, settings = _tuned_as_cc(tmp_path, monkeypatch, "m", base)
     t = json.loads(tune_json.read_text())
     assert t["ops_per_chunk"] == 0 and t["min_blocks"] == bound, t
     natural, bounded = t["probes"][0], t["probes"][-1]
@@ -649,15 +648,49 @@ def test_the_tune_bounds_a_single_kernel_with_real_nvcc(tmp_path, monkeypatch, b
     # Lookup2_12 (0.20.0): unbounded, ptxas fits 3 blocks with 24 B spilled, so the tune tries
     # chunks (as MultiRangeCheck2 at 0.18.1: 0.80x on the H200); bounded it does not spill
     assert (natural["spills"] > 0 and len(t["probes"]) == 4) == (base == L2_12)
-    settings = {"cap": 0, "expr_cap": 0, "slots_cap": 1 << 20}
-    assert act_emit("m", str(ir_json), str(tune_json), str(man.parent / "src"), str(man), "d" * 64, settings)
-    assert json.loads(man.read_text())["min_blocks"] == bound
-    [q_tu] = [n for n in json.loads(man.read_text())["files"] if n.startswith("m_q0")]
+    n_tune = len(log.read_text().splitlines())
+    assert act_emit("m", str(ir_json), str(tune_json), str(man.parent / "src"), str(man), content, settings)
+    m = json.loads(man.read_text())
+    assert m["min_blocks"] == bound
+    [q_tu] = [n for n in m["files"] if n.startswith("m_q0")]
     lines = (man.parent / "src" / q_tu).read_text().splitlines()
     [k] = [i for i, ln in enumerate(lines) if re.match(r"k[0-9a-f]{16}_q_c0_k\(", ln)]
-    assert lines[k - 1] == ("__global__ void __launch_bounds__(256, 3)" if bound else
-                            "__global__ void __launch_bounds__(256)")
-    assert sum("__launch_bounds__(256, " in ln for ln in lines) == (1 if bound else 0)
+    assert lines[k - 1] == "__global__ void __launch_bounds__(256)"
+    assert [ln for ln in lines if "__launch_bounds__(256, " in ln] == ["__global__ void __launch_bounds__(256, EXPS_B_0)"]
+    assert [(w["tu"], w.get("blocks")) for w in m["twins"]] == ([(q_tu, 3)] if bound else [])
+    # cc: the TU and its twin are the tune's compiles (object-cache hits), the twin taken where bound
+    assert act_cc("m", str(man), str(tmp_path / "obj"), str(tmp_path / "objs.json"), [90], [], [],
+                  launcher=[str(launcher)])
+    objs = json.loads((tmp_path / "objs.json").read_text())
+    assert objs["bounded"] == ({"0": 3} if bound else {})
+    cc = log.read_text().splitlines()[n_tune:]
+    assert not [x for x in cc if "/m_q0" in x], cc      # the TU and its twin: the tune's compiles
+
+
+@needs_nvcc
+@requires("pk")
+def test_a_bounded_single_kernel_is_its_tus_twin_from_ptx_and_cc_compiles_nothing(tmp_path, monkeypatch):
+    """0.23.0, without a compiler launcher: the tune's bounded probe of Lookup3's single kernel is the
+    twin cc makes of the kernel's TU, from that TU's PTX (ptxas only); cc then takes the TU, its
+    twin from the object cache (the launcher-logged twin of the test above: no compile), and the
+    table launches the twin."""
+    from codegen.build.actions import act_cc, act_emit
+    monkeypatch.setenv("EXPS_CACHE_DIR", str(tmp_path / "cache"))
+    ir_json, tune_json, man = tmp_path / "ir.json", tmp_path / "tune.json", tmp_path / "k" / "manifest.json"
+    content, settings = "d" * 64, {"cap": 0, "expr_cap": 0, "slots_cap": 1 << 20}
+    act_ir("m", f"{L3}.starkinfo.json", f"{L3}.expressionsinfo.json", str(ir_json), [])
+    assert act_tune("m", str(ir_json), str(tune_json), str(tmp_path / "probe"), [90], None,
+                    content=content, settings=settings)
+    assert json.loads(tune_json.read_text())["min_blocks"] == 3
+    assert act_emit("m", str(ir_json), str(tune_json), str(man.parent / "src"), str(man), content, settings)
+    m = json.loads(man.read_text())
+    [q_tu] = [n for n in m["files"] if n.startswith("m_q0")]
+    assert act_cc("m", str(man), str(tmp_path / "obj"), str(tmp_path / "objs.json"), [90], [], [])
+    objs = json.loads((tmp_path / "objs.json").read_text())
+    assert objs["bounded"] == {"0": 3} and objs["twins_from_ptx"] == [q_tu]
+    assert objs["hits"] == 1        # its TU, the tune's (the generic inverse kernel's: cc's first)
+    [twin] = [v for n, v in objs["twin_reports"][q_tu].items() if re.search(r"_q_c0_kbPK", n)]
+    assert [int(st["registers"]) <= 80 and st["entry"] for st in twin.values()] == [True]
 
 
 @pytest.mark.parametrize("field, bad", [("min_blocks", "3); int evil("), ("min_blocks", -1), ("min_blocks", 9),

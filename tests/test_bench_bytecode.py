@@ -260,6 +260,13 @@ def test_kernel_info_from_build_dir(tmp_path) -> None:
         "_Z9key1_q_c1_kPK11StepsParams": {"sm_90": {"registers": 64}}, "other": rep}}}))
     info = R.kernel_info(tmp_path, "key1", 9 * 256)
     assert (info.chunks_slots(), info.regs, info.regs_text()) == ("3/9", [72, 64, 80], "72,64,80")
+    # a chunk the build bounded (objs.json "bounded") runs its twin: the twin's registers count
+    objs = json.loads((kd / "objs.json").read_text())
+    objs.update({"bounded": {"2": 3}, "twin_reports": {"a.cu": {
+        "_Z10key1_q_c2_kbPK11StepsParams": {"sm_90": {"registers": 78}},
+        "_Z10key1_q_c0_kbPK11StepsParams": {"sm_90": {"registers": 60}}}}})
+    (kd / "objs.json").write_text(json.dumps(objs))
+    assert R.kernel_info(tmp_path, "key1", 9 * 256).regs == [72, 64, 78]
 
 
 def test_run_py_end_to_end_on_cpu(tmp_path) -> None:

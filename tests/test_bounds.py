@@ -14,6 +14,7 @@ from codegen.build import actions, bounds, toolchain, twin_ptx
 from codegen.build.cache import ObjectCache
 from codegen.coverage import cover
 from codegen.discover import discover
+from codegen import emit
 from codegen.emit import KernelSource, render, tu_kernels, tu_twins
 from codegen.model import load_air
 from codegen.plan import plan
@@ -69,14 +70,23 @@ def test_a_twin_is_taken_where_it_spills_nothing_on_every_arch() -> None:
                                                   "-DEXPS_TWIN_C2=1", "-DEXPS_TWIN_C7=1")
 
 
-def test_a_single_kernel_has_no_twin() -> None:
+def test_a_single_kernel_has_a_twin_only_where_its_tune_bounded_it() -> None:
+    """A single Q kernel: no twin; bounded by its tune (`min_blocks`, 0.23.0), its TU's one twin
+    with that bound, the kernel itself emitted unbounded (the same TU text either way)."""
     [p] = [p for p in discover(SAMPLE) if p.base == "Tiny"]
     cov = cover(*load_air(p.starkinfo, p.expressions))
     ks = KernelSource(p.key, cov.q, plan(cov.q, 0), cov.exprs, "ab" * 32)
     assert tu_twins(ks) == []
     files = render(ks)
     assert "EXPS_TWIN" not in files[f"{p.key}_abi.cpp"]
-    assert all("EXPS_B_" not in t for n, t in files.items() if n.endswith(".cu"))
+    tb = KernelSource(p.key, cov.q, plan(cov.q, 0), cov.exprs, "ab" * 32, min_blocks=3)
+    bounded = render(tb)
+    [tu] = [n for n in files if n.endswith(".cu") and "_q0" in n]
+    assert bounded[tu] == files[tu] and "__launch_bounds__(256, 3)" not in files[tu]
+    sym, twin_sym = emit.q_symbols(tb, 0)
+    assert tu_twins(tb) == [{"tu": tu, "lib": len(emit.device_tus(files)), "chunks": [[0, sym, twin_sym]], "blocks": 3}]
+    abi = bounded[f"{p.key}_abi.cpp"]
+    assert f'#if EXPS_TWIN_C0\n    {{{len(emit.device_tus(files))}, "{twin_sym}"' in abi
 
 
 @pytest.mark.requires("nvcc", "binutils")

@@ -73,6 +73,9 @@ PINNED = {
     # an expression kernel per shape: expressions that differ only in the columns they read share
     # one kernel (their own offsets in the launch table)
     "0.22.0": "4aa4cba5febd0b247c3d75c0fcfe73202f211703dad4648863c74d90a28a5b13",
+    # a single Q kernel the tune bounds is emitted unbounded, and bounded as its TU's twin (made
+    # from the first compile's PTX, as a chunked Q's): the single kernel's part gets the twin guard
+    "0.23.0": "885f8702297d889ea57ff16ce975e3cd0cb0f64e123624567daf574cf3a45040",
 }
 
 

@@ -33,7 +33,7 @@ from codegen.build.autotune import (MAX_MIN_BLOCKS, MAX_PROBES, MAX_REGS, SPILL_
 from codegen.build.cache import ObjectCache, atomic_write
 from codegen.build.heartbeat import Heartbeat
 from codegen.emit import (COMMON_FILES, Q_KERNEL_RE, RUNTIME, TEMPLATES, TU_OPS, XINV_TU, KernelSource, device_tus,
-                          probed_pays, render, render_probe, source_hash, tu_kernels, tu_twins)
+                          probed_pays, q_symbols, render, render_probe, source_hash, tu_kernels, tu_twins)
 from codegen.coverage import CAP, EXPR_CAP, SLOTS_CAP, Coverage, cover, coverage_from_json, coverage_to_json
 from codegen.ir import KernelIR
 from codegen.model import ModelError, load_air
@@ -217,7 +217,8 @@ def compile_twins(src: Path, twins: list[dict], reports: dict[str, dict], obj_di
                   opts: toolchain.CompileOptions, cache: ObjectCache, launcher: list[str] | None,
                   jobs: int = 0, timeout_s: float | None = None,
                   ptx: dict[str, str | None] | None = None) -> dict:
-    """The bounded twins of a chunked Q's device TUs (`bounds`): each TU whose chunk kernels could
+    """The bounded twins of a Q's device TUs (`bounds`; a single kernel's: its tune's bound): each
+    TU whose chunk kernels could
     take a bound compiled again (through the object cache, in parallel): from its first compile's
     PTX (`ptx`, {TU: text}, as compile_tus kept it) edited by `twin_ptx.edit`, ptxas only, where
     there is one; else from source with `bounds.twin_flags`. Returns {"fatbins": {f<slot>.fatbin:
@@ -227,7 +228,8 @@ def compile_twins(src: Path, twins: list[dict], reports: dict[str, dict], obj_di
         ok = (isinstance(w, dict) and w.get("tu") in reports and type(w.get("lib")) is int
               and isinstance(w.get("chunks"), list)
               and all(isinstance(c, list) and len(c) == 3 and type(c[0]) is int and c[0] >= 0
-                      and all(isinstance(n, str) for n in c[1:]) for c in w["chunks"]))
+                      and all(isinstance(n, str) for n in c[1:]) for c in w["chunks"])
+              and ("blocks" not in w or (type(w["blocks"]) is int and 1 <= w["blocks"] <= 32)))
         if not ok:
             raise KernelNameError(f"{src.parent / 'manifest.json'}: 'twins' entry {str(w)[:120]} is not a device "
                                   "TU of this kernel with its chunks: rerun the build")
@@ -410,7 +412,6 @@ def with_twins(ks: KernelSource, chunks: list[int], regs: list[int], tu: str, go
     With offsets from the launcher (0.20.0) the sample's Large at 128 ops per chunk runs 605 G on
     the H200 against 562 G at 96, which the unbounded registers rank first (docs/BENCHMARKS.md
     "Session 17"); the build bounds 11 of its 43 chunks at 128, 5 of 57 at 96."""
-    from codegen.emit import q_symbols
     if ks.plan.n_chunks < 2 or tu not in got:
         return regs
     twin = {"tu": tu, "lib": 0, "chunks": [[c, *q_symbols(ks, c)] for c in sorted(set(chunks))]}
@@ -444,9 +445,10 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
     (besides the generic inverse kernel's, `emit.generic_inverse_tu`, which holds no Q chunk and
     which cc takes from the object cache after its first compile on the machine),
     the first probe compiles that TU exactly as `emit` will write it and `cc` will compile it
-    (through the object cache): when it does end the search, `cc` is a cache hit. The same for the
-    single kernel's launch bound (`autotune.bound_single`) after such a first probe: the bounded
-    probe compiles the kernel's whole TU with the bound, so when the bound is taken cc is a hit.
+    (through the object cache): when it does end the search, `cc` is a cache hit. The single
+    kernel's launch bound (`autotune.bound_single`) is its whole TU's bounded twin (0.23.0,
+    `emit.launch_table`): the bounded probe is that twin, made from the whole TU's PTX (ptxas only:
+    the first probe's TU, or the TU compiled so then), so cc finds the TU and its twin in the cache.
     With `chunk` fixed nothing is compiled; with no toolchain (`archs == []`, `doit emit`
     without nvcc) the cost model's estimate picks the chunking, and tune.json says so."""
     try:
@@ -481,14 +483,16 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
             probed: dict[tuple[int, int], list[int]] = {}     # (ops per chunk, bound): chunks
             final = None      # (ops per chunk, device TU) of a first probe compiled as cc will
 
-            def whole_tu(c: int, min_blocks: int = 0) -> dict[str, str] | None:
+            def whole_tu(c: int) -> dict[str, str] | None:
                 """The kernel's one device TU (besides the generic inverse kernel's) as emit writes it
                 at `c` ops per chunk, or None when it has more."""
-                files = render(KernelSource(key, q, plan(q, c), cov.exprs, source_hash(content, settings),
-                                            min_blocks=min_blocks))
+                files = render(KernelSource(key, q, plan(q, c), cov.exprs, source_hash(content, settings)))
                 tus = [n for n in device_tus(files) if n != XINV_TU]
                 return {tus[0]: files[tus[0]]} if len(tus) == 1 else None
-            if content is not None and settings is not None and archs == [arch] and len(q.ops) <= TU_OPS:
+            # whether a probe can compile the kernel's TU exactly as cc will (one target arch, the
+            # kernel's content and settings, a Q of one TU)
+            whole = content is not None and settings is not None and archs == [arch] and len(q.ops) <= TU_OPS
+            if whole:
                 c0, sure = first_probe(q, candidate_plans(q, slots_cap)[0])
                 tu = whole_tu(c0) if sure else None
                 final = (c0, tu) if tu is not None else None
@@ -504,6 +508,18 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
                     return chunk_stats(key, pl, reports)
 
                 best_cost = [float("inf")]      # the cheapest probe finished so far (twins counted)
+                first_tu: dict = {}     # the first probe's whole TU (its name, dir, report, PTX)
+
+                def bounded_twin(ks: KernelSource, min_blocks: int) -> tuple[list[int], int]:
+                    """The single kernel bounded: the twin cc makes of its whole TU (the first
+                    probe's; from its PTX, ptxas only: twin_ptx.py), so that cc finds it too."""
+                    name = first_tu["name"]
+                    sym, twin_sym = q_symbols(ks, 0)
+                    twin = {"tu": name, "lib": 0, "chunks": [[0, sym, twin_sym]], "blocks": min_blocks}
+                    tw = compile_twins(first_tu["src"], [twin], {name: first_tu["report"]}, first_tu["src"] / "obj",
+                                       compile_options(archs, cache), cache, launcher, ptx=first_tu["ptx"])
+                    rep = tw["reports"].get(name) or {}
+                    return chunk_stats(key, ks.plan, [{n: st for n, st in rep.items() if n == twin_sym}])
 
                 def compile_plan(pl: Plan, min_blocks: int = 0) -> tuple[list[int], int]:
                     best_at_start = best_cost[0]    # (neighbours compile at once: both see the same)
@@ -521,13 +537,27 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
                     tu = None
                     if final is not None and n_probed[0] == 1 and pl.ops_per_chunk == final[0]:
                         tu = final[1]
-                    elif final is not None and min_blocks and final[0] == pl.ops_per_chunk == 0:
-                        tu = whole_tu(0, min_blocks)
+                    elif min_blocks and pl.ops_per_chunk == 0 and whole:
+                        # the single kernel bounded is its whole TU's twin (emit.launch_table): made
+                        # from that TU's PTX, as cc will make it. That TU is the first probe's when
+                        # it was compiled as cc will; else it is compiled so now (cc then finds both)
+                        if not first_tu and (t0 := whole_tu(0)) is not None:
+                            kept0 = dict.fromkeys(t0)
+                            sub0 = Path(work_dir) / "probe_0_whole"
+                            got0 = compile_tus(stage_sources(t0, sub0), sub0 / "obj", compile_options(archs, cache),
+                                               cache, launcher, ptx=kept0)
+                            name0 = next(iter(t0))
+                            first_tu.update(name=name0, src=sub0, report=got0[name0][1], ptx=kept0)
+                        if first_tu:
+                            return bounded_twin(ks, min_blocks)
                     # (compiled as cc will: the PTX is kept for the bounded twins cc makes from it)
                     if tu is not None:
                         kept = dict.fromkeys(tu)
                         got = compile_tus(stage_sources(tu, sub), sub / "obj", compile_options(archs, cache),
                                           cache, launcher, ptx=kept)
+                        if pl.ops_per_chunk == 0:
+                            name = next(iter(tu))
+                            first_tu.update(name=name, src=sub, report=got[name][1], ptx=kept)
                         regs, spills = measured(ks.plan, min_blocks, got)
                         if chunk_bounds and not spills:
                             regs = with_twins(ks, list(range(ks.plan.n_chunks)), regs, next(iter(tu)), got, kept,
@@ -587,7 +617,8 @@ def _bad_tune(tune_json: str, so_paths: list[str] | None, why: str) -> RuntimeEr
 def act_emit(key: str, ir_json: str, tune_json: str, src_dir: str, manifest: str, content: str,
              settings: dict, so_paths: list[str] | None = None, chunk_bounds: bool = True) -> bool:
     """Render the kernel's sources into `src_dir` and its manifest (files, kernels, plan; `twins`:
-    the TUs cc compiles again with launch bounds, none without `chunk_bounds`)."""
+    the TUs cc compiles again with launch bounds; without `chunk_bounds` only a bounded single
+    kernel's, its tune's decision)."""
     d, cov = load_coverage(ir_json)
     t = read_json(Path(tune_json))
     if t is None:
@@ -615,7 +646,7 @@ def act_emit(key: str, ir_json: str, tune_json: str, src_dir: str, manifest: str
             pl = ks.plan          # after the IR passes: what the .so runs (chunks, slots, scratch)
             stage_sources(files, src)
             doc.update({"files": {n: hashlib.sha256(x.encode()).hexdigest() for n, x in sorted(files.items())},
-                        "kernels": tu_kernels(ks), "twins": tu_twins(ks) if chunk_bounds else [],
+                        "kernels": tu_kernels(ks), "twins": [w for w in tu_twins(ks) if chunk_bounds or "blocks" in w],
                         "source_hash": sh, "plan": pl.summary(), "q_ops": len(ks.q.ops),
                         "q_ops_in": len(cov.q.ops), "max_live": max_live(ks.q), "min_blocks": mb,
                         "exprs": len(cov.exprs), "min_scratch": pl.min_scratch})

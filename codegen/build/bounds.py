@@ -42,10 +42,16 @@ def candidates(twin: dict, report: dict) -> dict[int, int]:
     """{chunk: min blocks} of the chunks of manifest twin `twin` ({"chunks": [[c, sym, twin_sym]]})
     whose kernel as emitted (`report`: its TU's ptxas report, every arch) could take a bound: one
     block more than its registers allow on the arch where it has most, at most MAX_TWIN_BLOCKS,
-    and no spill beyond ptxas's own trade of a word on any arch (a bound would only add to it)."""
+    and no spill beyond ptxas's own trade of a word on any arch (a bound would only add to it).
+    The twin of a single kernel its tune bounded (`blocks`: emit.tu_twins) has that bound, as the
+    tune measured it."""
     out: dict[int, int] = {}
     for c, sym, _ in twin["chunks"]:
         st = _stats(report, sym)
+        if "blocks" in twin:
+            if st:
+                out[int(c)] = int(twin["blocks"])
+            continue
         if not st or any(int(s.get("spill_stores", 0)) > SPILL_SLACK_BYTES for s in st):
             continue
         b = blocks(max(int(s.get("registers", 0)) for s in st)) + 1
