@@ -139,8 +139,10 @@ FAULTS = {
     # a linker that writes a partial output, then fails
     "partial": 'out=; prev=; for a in "$@"; do [ "$prev" = -o ] && out=$a; prev=$a; done; '
                'printf partial > "$out"; echo "injected link failure" >&2; exit 1',
-    # stall (for SIGKILL tests): write the pid (the sleep's, after exec) to a marker, then sleep
-    "stall": 'echo $$ > {marker}.$$; exec sleep 300',
+    # stall (for SIGKILL tests): write the pid (the sleep's, after exec) to a marker, then sleep.
+    # The marker appears whole (written beside it, then renamed): a test that kills the build the
+    # moment a marker exists never reads one half-written (an empty pid: a flaky test, session 18)
+    "stall": 'echo $$ > {marker}-part.$$ && mv {marker}-part.$$ {marker}.$$; exec sleep 300',
 }
 
 
