@@ -698,6 +698,11 @@ def _tu_name(key: str, group: list[str]) -> str:
         f"{key}_" + "_".join(n[len(key) + 1:-len(".cu")] for n in group) + ".cu"
 
 
+def _offs_c(descs: list[int]) -> dict[str, str]:
+    """A kernel's exps_offs descriptors as abi.cpp.j2 writes them: `offs` (C list) and `n_offs`."""
+    return {"offs": ", ".join(f"{_i(d)}ull" for d in descs), "n_offs": _i(len(descs))}
+
+
 def q_symbols(ks: KernelSource, c: int) -> tuple[str, str]:
     """The symbols of Q chunk c's kernel as emitted and of its bounded twin (`_kb`)."""
     n = q_part(ks, c)["kname"]
@@ -721,7 +726,7 @@ def launch_table(ks: KernelSource, tu_ops: int = TU_OPS) -> dict:
         for c in idx:
             part = q_part(ks, c)
             q[c] = {"lib": lib[f"{key}_q{g}.cu"], "sym": q_symbols(ks, c)[0], "host": f"{part['kname']}_h",
-                    "offs": ", ".join(f"{_i(d)}ull" for d in part["offs"]), "n_offs": _i(len(part["offs"]))}
+                    **_offs_c(part["offs"])}
     exprs = []
     xs = x_parts(ks)
     group = {i: g for g, idx in enumerate(x_groups) for i in idx}
@@ -730,8 +735,7 @@ def launch_table(ks: KernelSource, tu_ops: int = TU_OPS) -> dict:
         exprs.append({"exp_id": xs[i]["exp_id"], "lib": lib[f"{key}_x{group[xs[i]['of']]}.cu"],
                       "sym": kernel_symbol(f"{n}_k", X_PARAMS),
                       "sym_inv": kernel_symbol(f"{n}_ki", X_PARAMS) if x.inv else "",
-                      "host": f"{n}_h", "vdim": _i(x.ir.out_dim), "num1": int(x.num1),
-                      "offs": ", ".join(f"{_i(d)}ull" for d in xs[i]["offs"]), "n_offs": _i(len(xs[i]["offs"]))})
+                      "host": f"{n}_h", "vdim": _i(x.ir.out_dim), "num1": int(x.num1), **_offs_c(xs[i]["offs"])})
     exprs.sort(key=lambda x: int(x["exp_id"]))
     if len({x["exp_id"] for x in exprs}) != len(exprs):
         raise ValueError(f"kernel {key}: two expression kernels of one expId")
@@ -763,7 +767,7 @@ def tu_twins(ks: KernelSource, tu_ops: int = TU_OPS) -> list[dict]:
     t = launch_table(ks, tu_ops)
     return [{"tu": w["tu"], "lib": w["lib"], "chunks": [[c, t["q"][c]["sym"], t["q"][c]["twin_sym"]]
                                                         for c in w["chunks"]],
-             **({"blocks": int(w["blocks"])} if "blocks" in w else {})} for w in t["twins"]]
+             **({"blocks": w["blocks"]} if "blocks" in w else {})} for w in t["twins"]]
 
 
 def generic_inverse_tu(ks: KernelSource) -> str | None:

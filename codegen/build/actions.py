@@ -521,6 +521,18 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
                     rep = tw["reports"].get(name) or {}
                     return chunk_stats(key, ks.plan, [{n: st for n, st in rep.items() if n == twin_sym}])
 
+                def compile_as_cc(tu: dict[str, str], sub: Path, single: bool) -> tuple[dict, dict]:
+                    """The kernel's whole TU `tu` compiled as cc will (its PTX kept, for the twins cc
+                    makes from it): (compile_tus' result, {TU: PTX}); of the single kernel's plan, it
+                    is the TU its bounded twin is made from (`first_tu`)."""
+                    kept = dict.fromkeys(tu)
+                    got = compile_tus(stage_sources(tu, sub), sub / "obj", compile_options(archs, cache),
+                                      cache, launcher, ptx=kept)
+                    if single:
+                        name = next(iter(tu))
+                        first_tu.update(name=name, src=sub, report=got[name][1], ptx=kept)
+                    return got, kept
+
                 def compile_plan(pl: Plan, min_blocks: int = 0) -> tuple[list[int], int]:
                     best_at_start = best_cost[0]    # (neighbours compile at once: both see the same)
                     n_probed[0] += 1
@@ -532,8 +544,7 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
                         hb.status(f"probe {n_probed[0]} of at most {MAX_PROBES} (chunk {pl.ops_per_chunk or 'single'}: "
                                   f"{len(reps)} of {ks.plan.n_chunks} kernels)")
                     sub = Path(work_dir) / f"probe_{pl.ops_per_chunk}_b{min_blocks}"
-                    # the first probe, or the bound of a single kernel whose first probe was its whole
-                    # TU (autotune.bound_single): compiled as cc will, so that cc finds it if it wins
+                    # the first probe: compiled as cc will, so that cc finds it if it wins
                     tu = None
                     if final is not None and n_probed[0] == 1 and pl.ops_per_chunk == final[0]:
                         tu = final[1]
@@ -542,22 +553,11 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
                         # from that TU's PTX, as cc will make it. That TU is the first probe's when
                         # it was compiled as cc will; else it is compiled so now (cc then finds both)
                         if not first_tu and (t0 := whole_tu(0)) is not None:
-                            kept0 = dict.fromkeys(t0)
-                            sub0 = Path(work_dir) / "probe_0_whole"
-                            got0 = compile_tus(stage_sources(t0, sub0), sub0 / "obj", compile_options(archs, cache),
-                                               cache, launcher, ptx=kept0)
-                            name0 = next(iter(t0))
-                            first_tu.update(name=name0, src=sub0, report=got0[name0][1], ptx=kept0)
+                            compile_as_cc(t0, Path(work_dir) / "probe_0_whole", True)
                         if first_tu:
                             return bounded_twin(ks, min_blocks)
-                    # (compiled as cc will: the PTX is kept for the bounded twins cc makes from it)
                     if tu is not None:
-                        kept = dict.fromkeys(tu)
-                        got = compile_tus(stage_sources(tu, sub), sub / "obj", compile_options(archs, cache),
-                                          cache, launcher, ptx=kept)
-                        if pl.ops_per_chunk == 0:
-                            name = next(iter(tu))
-                            first_tu.update(name=name, src=sub, report=got[name][1], ptx=kept)
+                        got, kept = compile_as_cc(tu, sub, pl.ops_per_chunk == 0)
                         regs, spills = measured(ks.plan, min_blocks, got)
                         if chunk_bounds and not spills:
                             regs = with_twins(ks, list(range(ks.plan.n_chunks)), regs, next(iter(tu)), got, kept,
