@@ -85,3 +85,26 @@ def test_the_guard_starts_lean():
     mods = set(out.stderr.split())
     assert out.returncode == 0 and "os" in mods
     assert not mods & {"site", "subprocess", "signal", "enum", "threading"}, mods & {"site", "subprocess", "signal"}
+
+
+def test_a_second_signal_while_the_first_exit_unwinds_is_ignored():
+    """Ctrl-C twice, or `timeout -s INT`, which signals the process and then its process group: the
+    second signal arrives while the first one's SystemExit unwinds (at worst inside the thread
+    joins of interpreter shutdown, where raising again printed "Exception ignored ... Traceback").
+    It must change nothing: one line, exit 128 + the first signal."""
+    code = """if True:
+        import signal, sys
+        from codegen.build import procs
+        procs.install()
+        try:
+            signal.raise_signal(signal.SIGINT)
+        except SystemExit as e:
+            first = e.code
+        signal.raise_signal(signal.SIGTERM)      # while that exit unwinds
+        print("second ignored", first)
+        sys.exit(first)
+    """
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    p = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=60)
+    assert (p.returncode, p.stdout) == (130, "second ignored 130\n"), (p.returncode, p.stdout, p.stderr)
+    assert p.stderr.splitlines() == [procs.INTERRUPT_LINE], p.stderr

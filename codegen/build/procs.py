@@ -158,8 +158,12 @@ def _on_signal(signum, frame) -> None:
     global _interrupted
     if os.getpid() != _main_pid:     # a forked child that has not run the fork hook
         os._exit(128 + signum)
-    first = not _interrupted
-    _interrupted = _interrupted or signum
+    if _interrupted:
+        # a second signal (a second Ctrl-C, or `timeout`, which signals the process and then its
+        # group) while the first one's exit unwinds: that exit is under way, and raising again
+        # inside it (a thread join at interpreter shutdown) prints a traceback
+        return
+    _interrupted = signum
     logging.disable(logging.CRITICAL)   # the compiles we kill now would each log a failure
     try:   # doit's worker processes first: SIGTERM ends them at once (they cannot log a failed
         # compile); their guards then die by the parent-death signal
@@ -169,12 +173,11 @@ def _on_signal(signum, frame) -> None:
     except Exception:   # noqa: BLE001 — an interrupt must never turn into a traceback
         pass
     kill_all()          # the guards this process started itself (the CLI's threads)
-    if first:
-        try:
-            sys.stderr.write(INTERRUPT_LINE + "\n")
-            sys.stderr.flush()
-        except (OSError, ValueError):
-            pass
+    try:
+        sys.stderr.write(INTERRUPT_LINE + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
     raise SystemExit(128 + _interrupted)
 
 
