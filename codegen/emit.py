@@ -458,6 +458,8 @@ def kernel_name(kind: str, n: int, fields: list) -> str:
 OFFS_MAX = 128
 _OFF_KIND = {"1": 1, "2": 2, "3": 3, "cst": 4}     # exps_abi.h EXPS_OFF_*: cm stage 1-3, const
 _OFF_ZI, _OFF_SCRATCH, _OFF_TRACE = 5, 6, 7
+#: exps_abi.h EXPS_OFF_WORD: an entry that is a literal word of the expression (index: its value)
+_OFF_WORD = 8
 _COL_RE = re.compile(r"X\.(?:cm\[([123])\]|(cst)) \+ \(\(uint64_t\)(\d+) << X\.lg\) \+ (row|EXPS_ROW\((-?\d+)\))")
 _ZI_RE = re.compile(r"X\.zi \+ row\b")
 _SCRATCH_RE = re.compile(r"scratch\[(\d+) \* wave \+ lo\]")
@@ -545,23 +547,65 @@ def q_part(ks: KernelSource, c: int) -> dict:
     return got
 
 
+#: a number literal as `_leaf_c` renders it (the only `<digits>ull` of an expression's lines)
+_LIT_RE = re.compile(r"(?<![\w.\[])(\d+)ull\b")
+
+
+def literal_words(parts: list[dict]) -> None:
+    """Expressions whose kernels would differ only in their number literals (bus and operation ids,
+    ranges: what tells a lookup's or a permutation's expressions apart, beside their columns) read
+    the literals that differ from their exps_offs, as they read their columns: `O.v[i]`, an entry of
+    kind EXPS_OFF_WORD whose index is the literal's value (the launcher copies it: < 2^32; a larger
+    one stays in the text, and only expressions with the same one there are alike), after the
+    column entries. So they are one kernel (issue #15:
+    ../shared/pk's Intermediates 16 -> 10 kernels, SpecifiedRanges 21 -> 3). The same words: the
+    same ops on the same values, the literal from the constant bank instead of the instruction.
+    A literal all of them share stays in the text; so does every literal of an expression alone in
+    its shape. `parts`: x_parts' dicts, rewritten in place (lines, offs)."""
+    groups: dict[str, list[int]] = {}
+    for i, d in enumerate(parts):
+        masked = [_LIT_RE.sub(lambda m: "#" if int(m.group(1)) < 1 << 32 else m.group(0), ln) for ln in d["lines"]]
+        key = json.dumps([masked, d["result"], d["vdim"], d["num1"], d["inv"], len(d["offs"])],
+                         separators=(",", ":"))
+        groups.setdefault(key, []).append(i)
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        lits = [[int(m.group(1)) for ln in parts[i]["lines"] for m in _LIT_RE.finditer(ln)] for i in members]
+        differ = [k for k in range(len(lits[0])) if len({ls[k] for ls in lits}) > 1]
+        n0 = len(parts[members[0]]["offs"])
+        if not differ or n0 + len(differ) > OFFS_MAX:
+            continue
+        at = {k: n0 + j for j, k in enumerate(differ)}
+        for i, ls in zip(members, lits):
+            n = iter(range(len(ls)))
+
+            def sub(m: re.Match) -> str:
+                k = next(n)
+                return f"O.v[{_i(at[k])}]" if k in at else m.group(0)
+            d = parts[i]
+            d["lines"] = [_LIT_RE.sub(sub, ln) for ln in d["lines"]]
+            d["offs"] = d["offs"] + [_OFF_WORD << 32 | ls[k] for k in differ]
+
+
 def x_parts(ks: KernelSource) -> list[dict]:
     """The expressions of `ks` (in `ks.exprs` order) as exprs.cu.j2 renders them (cached)."""
     of = (id(ks.exprs), len(ks.exprs), *map(id, ks.exprs))
     if ks._x_parts is None or ks._x_parts[0] != of:
         out: list[dict] = []
-        first: dict[str, int] = {}      # a shape (the kernel's text but its name) -> its first expression
-        for i, x in enumerate(ks.exprs):
+        for x in ks.exprs:
             lines, offs = offset_lines(expr_body(x.ir), trace=True)
-            d = {"exp_id": _i(x.ir.exp_id), "lines": lines, "result": result_c(x.ir),
-                 "vdim": x.ir.out_dim, "num1": int(x.num1), "inv": bool(x.inv), "offs": offs}
+            out.append({"exp_id": _i(x.ir.exp_id), "lines": lines, "result": result_c(x.ir),
+                        "vdim": x.ir.out_dim, "num1": int(x.num1), "inv": bool(x.inv), "offs": offs})
+        literal_words(out)
+        first: dict[str, int] = {}      # a shape (the kernel's text but its name) -> its first expression
+        for i, (x, d) in enumerate(zip(ks.exprs, out)):
             fields = [d["lines"], d["result"], d["vdim"], d["num1"], d["inv"]]
             # expressions that differ only in the columns they read (their offsets) are one kernel
             # (issue #15: e.g. Intermediates' 56 expressions are 16 kernels); "of": the expression
             # whose kernel it is, the first of its shape, whose expId names it
             d["of"] = first.setdefault(json.dumps(fields, separators=(",", ":")), i)
             d["kname"] = out[d["of"]]["kname"] if d["of"] != i else kernel_name("x_e", x.ir.exp_id, fields)
-            out.append(d)
         ks._x_parts = (of, out)
     return ks._x_parts[1]
 

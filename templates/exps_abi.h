@@ -22,6 +22,8 @@ struct StepsParams;   // the prover's (gen_common.cuh); the launcher only passes
 #define EXPS_OFF_ZI 5ull       // the zerofier (boundary index): (off_zi + index * D) * 8 from aux
 #define EXPS_OFF_SCRATCH 6ull  // scratch slot index: index * wave * 8 from the scratch
 #define EXPS_OFF_TRACE 7ull    // a trace-domain stage-1 column (spec §2.4): index * D * 8 from P->trace
+#define EXPS_OFF_WORD 8ull     // not an offset: a number literal of an expression, index itself (< 2^32;
+                               // expressions that differ only in such literals share one kernel)
 struct exps_offs {
     uint64_t v[EXPS_MAX_OFFS];
 };

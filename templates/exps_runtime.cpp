@@ -79,6 +79,10 @@ void fill_offsets(const uint64_t* offs, unsigned n, uint64_t D, uint64_t o1, uin
                   uint64_t ozi, uint64_t wave, exps_offs& o) {
     for (unsigned i = 0; i < n && i < EXPS_MAX_OFFS; ++i) {
         const uint64_t kind = offs[i] >> 32, index = offs[i] & 0xffffffffull;
+        if (kind == EXPS_OFF_WORD) {       // a literal word, not an offset
+            o.v[i] = index;
+            continue;
+        }
         uint64_t words = 0;
         if (kind == EXPS_OFF_CM1) words = o1 + index * D;
         else if (kind == EXPS_OFF_CM1 + 1) words = o2 + index * D;

@@ -927,8 +927,8 @@ def test_offset_lines_and_the_launchers_descriptors_agree() -> None:
     abi = (emit.TEMPLATES / emit.ABI_HEADER).read_text()
     assert int(_re.search(r"#define EXPS_MAX_OFFS (\d+)", abi)[1]) == emit.OFFS_MAX
     kinds = {k: int(v) for k, v in _re.findall(r"#define EXPS_OFF_(\w+) (\d+)ull", abi)}
-    assert kinds == {"CM1": 1, "CONST": 4, "ZI": 5, "SCRATCH": 6, "TRACE": 7}
-    assert (emit._OFF_KIND["cst"], emit._OFF_ZI, emit._OFF_SCRATCH, emit._OFF_TRACE) == (4, 5, 6, 7)
+    assert kinds == {"CM1": 1, "CONST": 4, "ZI": 5, "SCRATCH": 6, "TRACE": 7, "WORD": 8}
+    assert (emit._OFF_KIND["cst"], emit._OFF_ZI, emit._OFF_SCRATCH, emit._OFF_TRACE, emit._OFF_WORD) == (4, 5, 6, 7, 8)
     col = emit._leaf_c(Leaf("cm", 1, stage=2, col=7, shift=-2))
     cst = emit._leaf_c(Leaf("const", 1, col=3))
     lines = [f"const uint64_t v0 = gl_add({col}, {cst});", f"{emit._scratch_c(5, 0)} = v0;",
@@ -1003,3 +1003,52 @@ def test_expressions_of_one_shape_share_one_kernel() -> None:
     kernels = tu_kernels(ks)
     assert sum(len([k for k in ns if "_x_e" in k]) for ns in kernels.values()) == \
         16 + sum(1 for i in own if xs[i]["inv"])
+
+
+def _xpart(lines: list[str], offs: list[int], inv: bool = False) -> dict:
+    return {"exp_id": "0", "lines": lines, "result": "v1", "vdim": 3, "num1": 0, "inv": inv, "offs": list(offs)}
+
+
+def test_literal_words_make_expressions_of_one_shape_but_their_literals_one_kernel() -> None:
+    """0.24.0 (emit.literal_words): the literals that differ in a group of expressions otherwise
+    alike become exps_offs entries of kind EXPS_OFF_WORD after the columns' (index = the value); a
+    literal they share stays; an expression alone in its shape (here: of other store flags, or with
+    a literal >= 2^32 that no other has there) keeps its text."""
+    col = "const gl3 v0 = gl3_make(EXPS_LD((const uint64_t*)(exps_tb + O.v[0])), 0, 0);"
+    body = lambda a, b: [col, f"const gl3 v1 = gl3_add31(gl3_mul31(v0, {a}ull), gl_sub(1ull, {b}ull));"]
+    parts = [_xpart(body(6, 2), [7 << 32 | 3]), _xpart(body(7, 2), [7 << 32 | 5]), _xpart(body(9, 2), [7 << 32 | 1]),
+             _xpart(body(6, 2), [7 << 32 | 3], inv=True),                              # other flags: alone
+             _xpart(body(1 << 32, 2), [7 << 32 | 3])]                                  # a word >= 2^32
+    before = [dict(d) for d in parts]
+    emit.literal_words(parts)
+    shared = "const gl3 v1 = gl3_add31(gl3_mul31(v0, O.v[1]), gl_sub(1ull, 2ull));"
+    assert [d["lines"] for d in parts[:3]] == [[col, shared]] * 3
+    assert [d["offs"] for d in parts[:3]] == [[7 << 32 | 3, 8 << 32 | 6], [7 << 32 | 5, 8 << 32 | 7],
+                                              [7 << 32 | 1, 8 << 32 | 9]]
+    assert parts[3:] == before[3:]
+    assert emit._LIT_RE.findall(emit._leaf_c(Leaf("number", 1, value=12345))) == ["12345"]
+    # none of the other renderings of a leaf reads as a literal
+    others = [Leaf("cm", 1, stage=2, col=10, shift=-1), Leaf("const", 1, col=3), Leaf("challenge", 3, col=6)]
+    assert not any(emit._LIT_RE.search(emit._leaf_c(lf)) for lf in others)
+
+
+def test_expressions_that_differ_in_their_literals_share_one_kernel() -> None:
+    """../shared/pk's range checks and connections: expressions that differ only in their ranges or
+    bus ids are one kernel per shape (SpecifiedRanges 21 expressions, 3 kernels; ConnectionNew 55,
+    12), each launch-table entry with its own literal words."""
+    require("pk")
+    for key, base, n, own in [("range_check", "SpecifiedRanges", 21, 3), ("connection", "ConnectionNew", 55, 12)]:
+        [p] = [p for p in discover(ROOT.parent / "shared" / "pk" / key / "provingKey") if p.base == base]
+        si, ei = load_air(p.starkinfo, p.expressions)
+        cov = cover(si, ei)
+        ks = KernelSource(p.key, cov.q, plan(cov.q, 64), cov.exprs, "0" * 64)
+        xs = x_parts(ks)
+        assert (len(xs), len({d["kname"] for d in xs})) == (n, own), base
+        for d in xs:
+            f = xs[d["of"]]
+            words = [o & 0xFFFFFFFF for o in d["offs"] if o >> 32 == emit._OFF_WORD]
+            assert len(words) == len([o for o in f["offs"] if o >> 32 == emit._OFF_WORD])
+            assert all(o >> 32 != emit._OFF_WORD for o in d["offs"][:len(d["offs"]) - len(words)])
+        t = emit.launch_table(ks)
+        by_id = {d["exp_id"]: d for d in xs}
+        assert all(x["offs"] == ", ".join(f"{o}ull" for o in by_id[x["exp_id"]]["offs"]) for x in t["exprs"])

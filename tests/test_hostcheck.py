@@ -279,6 +279,29 @@ def test_wrong_trace_offsets_of_the_launcher_are_detected() -> None:
     assert hit == readers and all(m.startswith("expr ") for m in res.mismatches), res.mismatches[:5]
 
 
+def test_wrong_literal_words_of_the_launcher_are_detected() -> None:
+    """0.24.0: expressions that differ only in their number literals share one kernel and read the
+    literals that differ from their exps_offs (kind EXPS_OFF_WORD, copied by the launcher): a
+    literal word off by one is caught in every launch of exactly the expressions that read one
+    (../shared/pk's Lookup0: its bus ids), and the control is bit-identical."""
+    require("pk")
+    [p] = [p for p in discover(PK / "lookup" / "provingKey") if p.base == "Lookup0"]
+    si, ei = load_air(p.starkinfo, p.expressions)
+    ks = hostcheck.kernel_source(p.key, cover(si, ei))
+    files = render(ks)
+    xs = emit.x_parts(ks)
+    readers = {int(d["exp_id"]) for d in xs if any(o >> 32 == emit._OFF_WORD for o in d["offs"])}
+    assert len(readers) == 4 and len(readers) < len(xs)
+    si_json, ei_json = json.loads(p.starkinfo.read_text()), json.loads(p.expressions.read_text())
+    assert _check_text(files, si, si_json, ei_json, ks).mismatches == []
+    rt = (emit.TEMPLATES / emit.RUNTIME).read_text()
+    right = "o.v[i] = index;"
+    assert rt.count(right) == 1
+    res = _check_text({**files, emit.RUNTIME: rt.replace(right, "o.v[i] = index + 1;")}, si, si_json, ei_json, ks)
+    hit = {int(m.split()[1]) for m in res.mismatches if m.startswith("expr ")}
+    assert hit == readers and all(m.startswith("expr ") for m in res.mismatches), res.mismatches[:5]
+
+
 def test_sample_add_to_sub_is_detected() -> None:
     """The same on a real-size kernel: Tiny's first gl_add in Q becomes gl_sub."""
     [p] = [p for p in discover(SAMPLE) if p.base == "Tiny"]
