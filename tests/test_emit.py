@@ -1052,3 +1052,37 @@ def test_expressions_that_differ_in_their_literals_share_one_kernel() -> None:
         t = emit.launch_table(ks)
         by_id = {d["exp_id"]: d for d in xs}
         assert all(x["offs"] == ", ".join(f"{o}ull" for o in by_id[x["exp_id"]]["offs"]) for x in t["exprs"])
+
+
+_LIT_VALUES = st.sampled_from([0, 1, 2, 3, 7, 255, 65535, (1 << 32) - 1, 1 << 32, P - 1, (1 << 64) - 1])
+
+
+@settings(max_examples=50, deadline=None)
+@given(shapes=st.lists(st.integers(1, 4), min_size=1, max_size=4),
+       members=st.lists(st.tuples(st.integers(0, 3), st.lists(_LIT_VALUES, min_size=4, max_size=4)),
+                        min_size=1, max_size=8))
+def test_literal_words_keep_every_expressions_words(shapes: list[int], members) -> None:
+    """Property of emit.literal_words: for every expression, the lines with each `O.v[i]` of a
+    literal entry put back as that entry's value are its lines as rendered (nothing else changes,
+    its column entries stay first and as they were); two expressions alike but for literals below
+    2^32 end with the same lines; a literal >= 2^32 is never an entry."""
+    col = "const gl3 v0 = gl3_make(EXPS_LD((const uint64_t*)(exps_tb + O.v[0])), 0, 0);"
+
+    def body(shape: int, lits: list[int]) -> list[str]:
+        used = lits[:shape]
+        return [col, "const gl3 v1 = " + "gl3_add31(" * len(used) + "v0" +
+                "".join(f", {v}ull)" for v in used) + ";"]
+    parts = [_xpart(body(shapes[s % len(shapes)], lits), [7 << 32 | 3]) for s, lits in members]
+    before = [dict(d) for d in parts]
+    emit.literal_words(parts)
+    for d, b in zip(parts, before):
+        assert d["offs"][:1] == b["offs"] and all(o >> 32 == emit._OFF_WORD and o & 0xFFFFFFFF == o - (8 << 32)
+                                                  for o in d["offs"][1:])
+        back = [re.sub(r"O\.v\[(\d+)\]", lambda m: f"{d['offs'][int(m[1])] & 0xFFFFFFFF}ull"
+                       if int(m[1]) >= 1 else m[0], ln) for ln in d["lines"]]
+        assert back == b["lines"]
+    masked = lambda ls: [emit._LIT_RE.sub(lambda m: "#" if int(m[1]) < 1 << 32 else m[0], ln) for ln in ls]
+    for d, b in zip(parts, before):
+        for e, c in zip(parts, before):
+            if masked(b["lines"]) == masked(c["lines"]):
+                assert d["lines"] == e["lines"]
