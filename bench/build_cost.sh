@@ -19,4 +19,6 @@ for t in "${trees[@]}"; do
       > "$w/out$name.log" 2>&1)
   done
   awk -v t="$t" '{w+=$1; c+=$2+$3} END {printf "%s: wall %.1f s, CPU %.1f s\n", t, w, c}' "$w/time.log"
+  # each key's own line (time.log is in key order)
+  paste -d' ' <(printf '%s\n' "${keys[@]}") "$w/time.log" | awk '{printf "  %s: wall %.1f s, CPU %.1f s\n", $1, $2, $3+$4}'
 done
