@@ -557,8 +557,8 @@ def literal_words(parts: list[dict]) -> None:
     the literals that differ from their exps_offs, as they read their columns: `O.v[i]`, an entry of
     kind EXPS_OFF_WORD whose index is the literal's value (the launcher copies it: < 2^32; a larger
     one stays in the text, and only expressions with the same one there are alike), after the
-    column entries. So they are one kernel (issue #15:
-    ../shared/pk's Intermediates 16 -> 10 kernels, SpecifiedRanges 21 -> 3). The same words: the
+    column entries. So they are one kernel (issue #15: ../shared/pk's ConnectionNew 40 -> 12
+    kernels, SpecifiedRanges 21 -> 3). The same words: the
     same ops on the same values, the literal from the constant bank instead of the instruction.
     A literal all of them share stays in the text; so does every literal of an expression alone in
     its shape. `parts`: x_parts' dicts, rewritten in place (lines, offs)."""
