@@ -143,6 +143,10 @@ FAULTS = {
     # The marker appears whole (written beside it, then renamed): a test that kills the build the
     # moment a marker exists never reads one half-written (an empty pid: a flaky test, session 18)
     "stall": 'echo $$ > {marker}-part.$$ && mv {marker}-part.$$ {marker}.$$; exec sleep 300',
+    # hold (for concurrency tests): the same marker, then wait for the file {marker}.go (at most
+    # 300 s) and run the real command
+    "hold": 'echo $$ > {marker}-part.$$ && mv {marker}-part.$$ {marker}.$$; i=0; '
+            'while [ ! -e {marker}.go ] && [ $i -lt 6000 ]; do sleep 0.05; i=$((i + 1)); done',
 }
 
 

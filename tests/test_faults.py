@@ -262,17 +262,41 @@ def test_sigkill_mid_build_then_next_build_is_correct(ref, tmp_path, monkeypatch
 
 # --------------------------------------------------------------------------------- concurrency
 def test_two_concurrent_builds_of_one_build_dir(ref, tmp_path, monkeypatch):
+    """The build-dir lock serializes two builds: the first is held inside its link of Tiny (a
+    launcher that waits for a file) until the second has said that it waits; then the second finds
+    everything up to date. (Started together and left to race, the first could finish before the
+    second reached the lock under load: a test whose outcome was a draw, session 19.)"""
     kit = _kit(ref, tmp_path, monkeypatch)
-    procs = [subprocess.Popen(kit.doit_argv(), cwd=kit.root, env=kit.env(), stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
-    outs = [p.communicate(timeout=600) for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], outs
-    # the build-dir lock serialized them: one built, the other said it waited, then found
-    # everything up to date
-    assert sorted(bool(bk.PROGRESS.search(o[0])) for o in outs) == [False, True], outs
-    waited = next(o for o in outs if not bk.PROGRESS.search(o[0]))
-    assert waited[0] == "4 AIRs up to date (3 .so placed, 1 skipped); nothing to do\n", outs
-    assert re.search(r"^exps-codegen: waiting for the build in .*/build \(pid \d+\)\u2026$", waited[1], re.M), outs
+    marker = kit.root / "held"
+    hold = faulty(kit, "hold", kind="link", match="Tiny.exps.so", marker=marker)
+    files = [(open(kit.root / f"out{i}", "w+"), open(kit.root / f"err{i}", "w+")) for i in range(2)]
+    first = subprocess.Popen(kit.doit_argv(launcher=hold), cwd=kit.root, env=kit.env(), stdout=files[0][0],
+                             stderr=files[0][1], text=True, start_new_session=True)
+    procs = [first]
+    try:
+        _wait_for(kit.root, "held", first)           # the first build holds the lock, in a link
+        procs.append(subprocess.Popen(kit.doit_argv(), cwd=kit.root, env=kit.env(), stdout=files[1][0],
+                                      stderr=files[1][1], text=True, start_new_session=True))
+        t0 = time.monotonic()
+        while "waiting for the build" not in (kit.root / "err1").read_text():
+            assert procs[1].poll() is None, "the second build ended without waiting"
+            assert time.monotonic() - t0 < 120, "the second build never said that it waits"
+            time.sleep(0.05)
+        (kit.root / "held.go").touch()               # the first build links on
+        codes = [p.wait(timeout=600) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+    outs = [(o.seek(0) or o.read(), e.seek(0) or e.read()) for o, e in files]
+    for o, e in files:
+        o.close()
+        e.close()
+    assert codes == [0, 0], outs
+    assert bk.PROGRESS.search(outs[0][0]) and not bk.PROGRESS.search(outs[1][0]), outs
+    assert outs[1][0] == "4 AIRs up to date (3 .so placed, 1 skipped); nothing to do\n", outs
+    assert re.search(r"^exps-codegen: waiting for the build in .*/build \(pid \d+\)\u2026$", outs[1][1], re.M), outs
     assert kit.calls().compiles == []
     assert sorted(kit.calls().links) == sorted([TINY_KEY, SHARED_KEY, SHARED_KEY])
     bk.assert_all_current(kit)      # loadable, exps_source_hash current
