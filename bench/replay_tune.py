@@ -12,7 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from codegen.build.autotune import CostModel, TuneResult, tune  # noqa: E402
+from codegen.build.autotune import PRUNE_MARGIN, CostModel, TuneResult, tune  # noqa: E402
 from codegen.coverage import cover  # noqa: E402
 from codegen.ir import KernelIR  # noqa: E402
 from codegen.model import load_air  # noqa: E402
@@ -31,12 +31,12 @@ def q_irs(keys) -> dict[str, KernelIR]:
 
 
 def replay(sweep: dict, irs: dict[str, KernelIR], sample=None, m: CostModel = CostModel(),
-           wave: str | None = None) -> dict[str, tuple[TuneResult, dict, dict]]:
+           wave: str | None = None, margin: float = PRUNE_MARGIN) -> dict[str, tuple[TuneResult, dict, dict]]:
     """Per swept AIR: the tuner's result on the recorded registers (a chunking the sweep did not
     build counts as spilling), the sweep's row of its choice, and the sweep's fastest row.
     `sample(q, plan, regs)`: the registers a probe shows instead of the recorded ones (a build's
     sample of them, tests/test_autotune.py); `wave`: the chunked plans' times at that wave size
-    (the rows returned carry it as "ms")."""
+    (the rows returned carry it as "ms"); `margin`: the tune's (autotune.PRUNE_MARGIN)."""
     out = {}
     for air in sorted({r["air"] for r in sweep["results"]}):
         rs = {r["ops_per_chunk"]: (dict(r, ms=r["waves"][wave]) if wave and r["chunks"] > 1 else r)
@@ -48,7 +48,7 @@ def replay(sweep: dict, irs: dict[str, KernelIR], sample=None, m: CostModel = Co
                 return [256] * pl.n_chunks, 1
             r = rs[pl.ops_per_chunk]
             return (sample(q, pl, r["regs"]) if sample else r["regs"]), r["spills"]
-        t = tune(q, probe, m=m)
+        t = tune(q, probe, m=m, margin=margin)
         best = min((r for r in rs.values() if not r["spills"]), key=lambda r: r["ms"])
         out[air] = (t, rs[t.ops_per_chunk], best)
     return out

@@ -1,6 +1,7 @@
 """Autotune: the search (fake compiler with known registers) and real nvcc probes."""
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -99,17 +100,50 @@ def test_search_stops_when_no_untried_plan_can_win():
 @pytest.mark.parametrize("regs_of", [lambda n: 40, lambda n: 30 + n // 2, lambda n: 24 + n // 3,
                                      lambda n: 60 + n // 4, lambda n: 400 if n > 100 else 50 + n // 3])
 def test_stopping_early_never_changes_the_choice(monkeypatch, base, regs_of):
-    """The early stops only drop compiles that could not change the outcome (the search's end, and
-    a neighbour that cannot beat the best even at full occupancy): the same choice as the search
-    without them, from a subset of its probes, the first the same."""
+    """With margin 0 the early stops only drop compiles that could not change the outcome (the
+    search's end, and a neighbour that cannot beat the best even at full occupancy): the same
+    choice as the search without them, from a subset of its probes, the first the same. With
+    PRUNE_MARGIN (plans that could gain at most that fraction are not compiled) the choice costs at
+    most 1 / (1 - PRUNE_MARGIN) of it, from no more probes than margin 0."""
     q = q_of(base)
     short: list[int] = []
-    res = at.tune(q, fake_compiler(regs_of, log=short))
+    res = at.tune(q, fake_compiler(regs_of, log=short), margin=0.0)
+    pruned: list[int] = []
+    res_m = at.tune(q, fake_compiler(regs_of, log=pruned))
     monkeypatch.setattr(at, "floor_cost", lambda *a, **k: -math.inf)
     full: list[int] = []
     ref = at.tune(q, fake_compiler(regs_of, log=full))
     assert (res.ops_per_chunk, res.skip) == (ref.ops_per_chunk, ref.skip)
     assert short[0] == full[0] and set(short) <= set(full) and len(short) <= len(full)
+    assert res_m.skip == ref.skip and pruned[0] == full[0] and len(pruned) <= len(short)
+    if not ref.skip:
+        chosen = {p.ops_per_chunk: p.cost for p in res_m.probes}[res_m.ops_per_chunk]
+        exact = {p.ops_per_chunk: p.cost for p in ref.probes}[ref.ops_per_chunk]
+        assert chosen <= exact / (1 - at.PRUNE_MARGIN)
+
+
+def test_the_margin_prunes_plans_that_could_gain_less():
+    """A plan whose cost at full occupancy is within PRUNE_MARGIN below the best measured is not
+    compiled; one that could beat the best by more is. The sample's Medium at 60 + n / 4
+    registers: the exact search compiles 64 ops per chunk, which the margin leaves out, and both
+    choose 256."""
+    q = q_of(MEDIUM)
+    pl = plan(q, 64)
+    f = at.floor_cost(q, pl)
+    assert at.cannot_win(q, pl, f) and at.cannot_win(q, pl, f / (1 - at.PRUNE_MARGIN))
+    assert not at.cannot_win(q, pl, f / (1 - at.PRUNE_MARGIN) * 1.001)
+    assert at.cannot_win(q, pl, f, margin=0.0) and not at.cannot_win(q, pl, f * 1.001, margin=0.0)
+    exact: list[int] = []
+    pruned: list[int] = []
+    a = at.tune(q, fake_compiler(lambda n: 60 + n // 4, log=exact), margin=0.0)
+    b = at.tune(q, fake_compiler(lambda n: 60 + n // 4, log=pruned))
+    assert a.ops_per_chunk == b.ops_per_chunk == 256
+    assert exact == [96, 64, 128, 192, 256, 384] and pruned == [96, 128, 192, 256, 384]
+    # each left out could not beat the best by more than the margin (the best when it was left
+    # out, no less than the final one); margin 0 compiled it: it could have beaten the best then
+    best = min(p.cost for p in b.probes if not p.spills)
+    for c in set(exact) - set(pruned):
+        assert at.floor_cost(q, plan(q, c)) >= best * (1 - at.PRUNE_MARGIN)
 
 
 def test_first_probe_is_tunes_first_compile():
@@ -290,6 +324,9 @@ def test_chosen_probe_is_ccs_first_device_tu(tmp_path, monkeypatch):
     from codegen.emit import probed_pays, render_probe
     monkeypatch.setattr(at, "first_probe", lambda ir, plans, m=None: (48, False))
     monkeypatch.setattr(actions, "first_probe", lambda ir, plans, m=None: (48, False))
+    # the exact search (margin 0): with PRUNE_MARGIN the search from 48 looks past plans that could
+    # gain at most 5% and ends at the single kernel, the real build's choice
+    monkeypatch.setattr(actions, "tune", functools.partial(at.tune, margin=0.0))
     launcher, log, ir_json, tune_json, man, content, settings = _tuned_as_cc(
         tmp_path, monkeypatch, "sh", SAMPLE / "Rec/airs/Shared/recursive1/Shared")
     t = json.loads(tune_json.read_text())
@@ -396,7 +433,8 @@ def test_sampled_registers_choose_as_every_chunks_registers_would(sweep_file: st
     evenly spaced chunks and the top estimate) and `fill_unprobed`'s for the rest chooses, on every
     AIR, the chunking it chooses knowing every chunk's registers. With 3 evenly spaced chunks
     (0.19.0) it did not on two of the sweeps: the sample's Large at 96 instead of 128 (session 14)
-    and at 64 instead of 96, ConnectionNew at 128 instead of 96 (session 7); with 5, on session 3's."""
+    and ConnectionNew at 128 instead of 96 (session 7; there also Large at 64 instead of 96 before
+    PRUNE_MARGIN); with 5, on session 3's."""
     from bench.replay_tune import q_irs, replay
     from codegen.build.actions import PROBE_SAMPLE, fill_unprobed, representatives
     assert PROBE_SAMPLE == 6
@@ -414,11 +452,76 @@ def test_sampled_registers_choose_as_every_chunks_registers_would(sweep_file: st
     assert len(every) in (5, 19)
     assert sampled(representatives) == every
     three = sampled(_evenly_spaced_and_top(3))
-    missed = {"sweep-h200-s7.json": {"provingkey-sample/Large": (64, 96), "connection/ConnectionNew": (128, 96)},
+    missed = {"sweep-h200-s7.json": {"connection/ConnectionNew": (128, 96)},
               "sweep-h200-s14.json": {"provingkey-sample/Large": (96, 128)}}
     assert {a: (three[a], every[a]) for a in every if three[a] != every[a]} == missed.get(sweep_file, {})
     five = sampled(_evenly_spaced_and_top(5))
     assert (five == every) == (sweep_file != "sweep-waves-h200.json")
+
+
+#: per recorded sweep: probes of every AIR's tune with margin 0 and with PRUNE_MARGIN (the build's
+#: representatives sampled), and what margin 0.08 chooses differently (AIR: (exact, 0.08))
+MARGIN_SWEEPS = {"sweep-waves-h200.json": (28, 27, {"SpecifiedRanges": (128, 96)}),
+                 "sweep-waves-h200-s4.json": (31, 28, {"SpecifiedRanges": (192, 0)}),
+                 "sweep-h200-s7.json": (15, 13, {"SpecifiedRanges": (192, 0)}),
+                 "sweep-h200-s14.json": (28, 26, {"SpecifiedRanges": (192, 96)})}
+
+
+@requires("pk")
+@pytest.mark.parametrize("sweep_file", sorted(MARGIN_SWEEPS))
+def test_the_prune_margin_keeps_every_choice_on_the_recorded_sweeps(sweep_file: str) -> None:
+    """Issue #15: PRUNE_MARGIN = 0.05 (a plan that could beat the best by at most 5% at full
+    occupancy is not compiled) chooses on every AIR of the four H200 sweeps what the exact search
+    (margin 0) chooses, from fewer probes (4-13%); 0.06 or more takes SpecifiedRanges at 96 ops per
+    chunk or as one kernel instead (1.03x-1.85x slower on the sweeps)."""
+    from bench.replay_tune import q_irs, replay
+    from codegen.build.actions import fill_unprobed, representatives
+    assert at.PRUNE_MARGIN == 0.05
+    sweep = json.loads((ROOT / "bench" / "data" / sweep_file).read_text())
+    irs = q_irs([ROOT / "provingkey-sample", *sorted(PK.glob("*/provingKey"))])
+
+    def sample(q, pl, regs):
+        ks = KernelSource("k", q, pl, [], "0" * 64)
+        got = representatives(ks.q, ks.plan)
+        return fill_unprobed(ks.q, ks.plan, [g if i in got else 0 for i, g in enumerate(regs)], got)
+
+    def run(margin: float) -> dict[str, tuple[int, int]]:
+        got = replay(sweep, irs, sample, wave="2048" if "s14" in sweep_file else None, margin=margin)
+        return {air.split("/")[-1]: (t.ops_per_chunk, len(t.probes)) for air, (t, _, _) in got.items()}
+    exact, pruned, coarse = run(0.0), run(at.PRUNE_MARGIN), run(0.08)
+    n_exact, n_pruned, changed = MARGIN_SWEEPS[sweep_file]
+    assert {a: c for a, (c, _) in pruned.items()} == {a: c for a, (c, _) in exact.items()}
+    assert (sum(n for _, n in exact.values()), sum(n for _, n in pruned.values())) == (n_exact, n_pruned)
+    assert all(pruned[a][1] <= exact[a][1] for a in exact)
+    assert {a: (exact[a][0], coarse[a][0]) for a in exact if coarse[a][0] != exact[a][0]} == changed
+
+
+def test_the_tuner_takes_the_fastest_chunking_of_mid_size_synthetic_qs(tmp_path) -> None:
+    """bench/data/sweep-midsize-h200-s20.json: the synthetic Qs of 3,000 and 8,000 ops (`synth
+    --large-ops`, 2,996 and 7,999 after the passes) built at every chunking up to 384 ops per chunk
+    and timed on the H200 at 2^22 rows with uniform inputs (bench/midsize_round.sh). Replayed as a
+    build probes (the representatives' registers), with PRUNE_MARGIN as with margin 0, the tuner
+    takes the fastest plan that does not spill (at the launcher's 2,048-block waves): 128 ops per
+    chunk (26.37 ms; 192 27.34, 96 spills 24 B) from four probes and 192 (53.48 ms; 128 spills
+    24 B, 96 54.41) from three."""
+    from bench.replay_tune import q_irs, replay
+    from codegen.build.actions import fill_unprobed, representatives
+    from codegen.sample.synth import main as synth_main
+    sweep = json.loads((ROOT / "bench" / "data" / "sweep-midsize-h200-s20.json").read_text())
+
+    def sample(q, pl, regs):
+        ks = KernelSource("k", q, pl, [], "0" * 64)
+        got = representatives(ks.q, ks.plan)
+        return fill_unprobed(ks.q, ks.plan, [g if i in got else 0 for i, g in enumerate(regs)], got)
+    for n, chosen, probes in ((3000, 128, [192, 128, 256, 96]), (8000, 192, [192, 128, 256])):
+        assert synth_main([str(tmp_path / f"k{n}"), "--large-ops", str(n)]) == 0
+        irs = q_irs([tmp_path / f"k{n}"])
+        one = {"results": [r for r in sweep["results"] if r["air"] == f"k{n}/Bench"]}
+        assert len(one["results"]) == 8
+        for margin in (0.0, at.PRUNE_MARGIN):
+            [(t, row, best)] = replay(one, irs, sample, wave="2048", margin=margin).values()
+            assert t.ops_per_chunk == chosen == best["ops_per_chunk"] and row is best
+            assert [p.ops_per_chunk for p in t.probes] == probes
 
 
 @requires("pk")
@@ -492,7 +595,8 @@ def test_large_plans_probe_device_code_of_representatives_only(tmp_path) -> None
     every = log.read_text().splitlines()
     calls = [c for c in every if "-DEXPS_TWIN" not in c]
     twins = [c for c in every if "-DEXPS_TWIN" in c]
-    assert len(calls) == len(t["probes"]) >= 2          # the second tune's probes: cache hits
+    # one compile per plan probed by either tune (the second's probes of the first's plans: cache hits)
+    assert len(calls) == len({p["ops_per_chunk"] for p in t["probes"] + t0["probes"]}) >= 2
     assert 1 <= len(twins) <= len(t["probes"]) and all("-o k_qprobe_twin.o" in c for c in twins), twins
     assert all(" -c -fatbin " in c and "arch=compute_90,code=sm_90" in c and "k_qprobe.cu" in c
                for c in every), every
@@ -646,8 +750,9 @@ def test_the_tune_bounds_a_single_kernel_with_real_nvcc(tmp_path, monkeypatch, b
     assert max(natural["regs"]) >= 80 and max(bounded["regs"]) <= 80
     assert (bounded["spills"] == 0) == (bound == 3)
     # Lookup2_12 (0.20.0): unbounded, ptxas fits 3 blocks with 24 B spilled, so the tune tries
-    # chunks (as MultiRangeCheck2 at 0.18.1: 0.80x on the H200); bounded it does not spill
-    assert (natural["spills"] > 0 and len(t["probes"]) == 4) == (base == L2_12)
+    # chunks (as MultiRangeCheck2 at 0.18.1: 0.80x on the H200; one plan: the next could beat it
+    # by at most PRUNE_MARGIN); bounded it does not spill
+    assert (natural["spills"] > 0 and len(t["probes"]) == 3) == (base == L2_12)
     n_tune = len(log.read_text().splitlines())
     assert act_emit("m", str(ir_json), str(tune_json), str(man.parent / "src"), str(man), content, settings)
     m = json.loads(man.read_text())

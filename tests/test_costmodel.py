@@ -80,7 +80,11 @@ def test_tuner_replayed_on_the_session_14_sweep() -> None:
     assert {air for air, r in ratios.items() if r > 1.0} == {"connection/ConnectionNew"}, ratios
     assert ratios["connection/ConnectionNew"] <= 1.085, ratios
     # a neighbour that cannot beat the best even at full occupancy is not compiled: 28 probes for
-    # the 19 AIRs (31 when every neighbour is compiled: ConnectionNew, Intermediates and
-    # SpecifiedRanges one each), the same choices
-    assert sum(len(t.probes) for t, _, _ in got.values()) == 28
+    # the 19 AIRs with the exact search (31 when every neighbour is compiled: ConnectionNew,
+    # Intermediates and SpecifiedRanges one each), 27 with PRUNE_MARGIN (one that could beat the
+    # best by at most 5% is not either), the same choices
+    exact = replay(d, q_irs([ROOT / "provingkey-sample", *sorted(PK.glob("*/provingKey"))]), wave="2048", margin=0.0)
+    assert sum(len(t.probes) for t, _, _ in exact.values()) == 28
+    assert sum(len(t.probes) for t, _, _ in got.values()) == 27
+    assert {a: t.ops_per_chunk for a, (t, _, _) in got.items()} == {a: t.ops_per_chunk for a, (t, _, _) in exact.items()}
     assert [p.ops_per_chunk for p in got["connection/ConnectionNew"][0].probes] == [96, 128]   # not 64

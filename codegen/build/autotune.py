@@ -281,29 +281,49 @@ def floor_cost(ir: KernelIR, pl: Plan, m: CostModel = CostModel()) -> float:
     return cost(ir, pl, [1] * pl.n_chunks, m)
 
 
+#: A plan is not compiled when even at full occupancy (`floor_cost`) it could not beat the best
+#: measured cost by more than this fraction: what it might still gain is below what the cost model
+#: resolves (issue #15). Replaying the tuner on the four recorded H200 sweeps (sessions 3, 4, 7, 14:
+#: every chunking of every AIR of >= 60 Q ops timed, with every chunk's registers), 0.05 makes
+#: every choice the exact search (0) makes, from 4-13% fewer probes (Intermediates, the sample's
+#: Large and Shared one fewer each); from 0.06 SpecifiedRanges is taken at 96 ops per chunk or as
+#: one kernel instead of 128-192 on all four (1.03x-1.85x slower). On the sample and ../shared/pk
+#: (session 20) every choice is the exact search's (the same sources), from 8 probes fewer: cold
+#: build CPU -16% and -5-10% (docs/BENCHMARKS.md). tests/test_autotune.py.
+PRUNE_MARGIN = 0.05
+
+
+def cannot_win(ir: KernelIR, pl: Plan, best: float, margin: float = PRUNE_MARGIN,
+               m: CostModel = CostModel()) -> bool:
+    """Whether plan `pl` could not beat cost `best` by more than `margin` (a fraction) at any
+    registers: its `floor_cost` is at least (1 - margin) * best."""
+    return floor_cost(ir, pl, m) >= (1.0 - margin) * best
+
+
 #: a Q of fewer ops than this is one kernel unless that spills: cut in two chunks by the cost model,
 #: Tiny (39 ops) ran 0.78x and Lookup3 (40) 0.94x on the H200 (session 7, value path)
 SINGLE_ONLY_BELOW = 2 * FLOOR
 
 
-def first_probe(ir: KernelIR, plans: dict[int, Plan], m: CostModel = CostModel()) -> tuple[int, bool]:
+def first_probe(ir: KernelIR, plans: dict[int, Plan], m: CostModel = CostModel(),
+                margin: float = PRUNE_MARGIN) -> tuple[int, bool]:
     """The candidate tune() compiles first (the best estimate; when every estimate spills, the
-    smallest chunks) and whether the estimate expects it to end the search: its estimated cost is
-    no more than every other candidate's `floor_cost` (measured as estimated, it leaves nothing
-    to probe). A build then compiles that first probe as its final object (actions.act_tune)."""
+    smallest chunks) and whether the estimate expects it to end the search: every other candidate
+    `cannot_win` against its estimated cost (measured as estimated, it leaves nothing to probe).
+    A build then compiles that first probe as its final object (actions.act_tune)."""
     n = len(ir.ops)
     if n < SINGLE_ONLY_BELOW and 0 in plans:
         return 0, True
     est = {c: (math.inf if max(r) > MAX_REGS else cost(ir, pl, r, m))
            for c, pl in plans.items() for r in [estimated_regs(ir, pl)]}
     first = min(plans, key=lambda c: (est[c], c or n))
-    sure = math.isfinite(est[first]) and all(floor_cost(ir, pl, m) >= est[first]
+    sure = math.isfinite(est[first]) and all(cannot_win(ir, pl, est[first], margin, m)
                                              for c, pl in plans.items() if c != first)
     return first, sure
 
 
 def tune(ir: KernelIR, compile_plan: Compiler, slots_cap: int = 1 << 20, max_probes: int = MAX_PROBES,
-         m: CostModel = CostModel()) -> TuneResult:
+         m: CostModel = CostModel(), margin: float = PRUNE_MARGIN) -> TuneResult:
     """Search for the cheapest no-spill chunking with few compiles.
 
     Every candidate is first estimated from the IR's register pressure. After each probe the
@@ -313,14 +333,16 @@ def tune(ir: KernelIR, compile_plan: Compiler, slots_cap: int = 1 << 20, max_pro
     predicted cost; the search stops when no untried candidate is predicted to beat the best
     measured one, or after `max_probes` compiles.
 
-    The search also stops as soon as no untried candidate could beat the best measured one even at
-    full occupancy (`floor_cost`, a lower bound of its cost at any registers): whatever the
-    search would still compile could not change its choice (issue #15: a small Q's single kernel
-    usually leaves every chunked plan behind by more than their extra launch cost, so its tune
-    is one compile). For the same reason a neighbour of the best plan that could not beat it even
-    at full occupancy is not compiled; it counts against `max_probes` as if it had been, so the
+    The search also stops as soon as no untried candidate could beat the best measured one by more
+    than `margin` even at full occupancy (`cannot_win`: `floor_cost` is a lower bound of a plan's
+    cost at any registers): with margin 0 whatever the search would still compile could not
+    change its choice (issue #15: a small Q's single kernel usually leaves every chunked plan
+    behind by more than their extra launch cost, so its tune is one compile); PRUNE_MARGIN also
+    drops plans that could gain less than the model resolves. For the same reason such a neighbour
+    of the best plan is not compiled; it counts against `max_probes` as if it had been, so the
     search never goes further than one that compiles it (session 14: the same choices on three
-    H200 sweeps from 10-15% fewer probes).
+    H200 sweeps from 10-15% fewer probes; session 20, the margin: the same choices on four, 7-13%
+    fewer again).
     """
     n = len(ir.ops)
     res = TuneResult()
@@ -370,18 +392,31 @@ def tune(ir: KernelIR, compile_plan: Compiler, slots_cap: int = 1 << 20, max_pro
         res.ops_per_chunk = 0
         return res
     while len(measured) + len(beaten) < max_probes:
-        if best is not None and all(floor_cost(ir, pl, m) >= best.cost for c, pl in plans.items() if c not in measured):
-            log.info("autotune: no untried chunking beats %.0f even at full occupancy", best.cost)
+        if best is not None and all(cannot_win(ir, pl, best.cost, margin, m) for c, pl in plans.items() if c not in measured):
+            log.info("autotune: no untried chunking beats %.0f by more than %g%% even at full occupancy", best.cost,
+                     100 * margin)
             break
         centre = best.ops_per_chunk if best else min(measured, key=lambda x: size[x])
         i = by_size.index(centre)
-        nxt = [by_size[j] for j in (i - 1, i + 1)
-               if 0 <= j < len(by_size) and by_size[j] not in measured and by_size[j] not in beaten]
-        if best is not None:   # a neighbour that cannot beat the best even at full occupancy is not
-            # compiled: it counts as probed and losing (the budget included), which is what its probe
-            # would have shown
-            beaten |= {c for c in nxt if floor_cost(ir, plans[c], m) >= best.cost}
-            nxt = [c for c in nxt if c not in beaten]
+        nxt = []
+        for step in (-1, 1):
+            # the nearest untried size each way; one that cannot beat the best even at full
+            # occupancy is not compiled: it counts as probed and losing (the budget included), which
+            # is what its probe would have shown. One that could gain at most the margin is not
+            # compiled either, but the search looks past it: its probe might have won and moved the
+            # search on (margin 0 is the exact search; session 20)
+            j = i + step
+            while 0 <= j < len(by_size) and by_size[j] not in measured and by_size[j] not in beaten:
+                c = by_size[j]
+                if best is None or not cannot_win(ir, plans[c], best.cost, margin, m):
+                    nxt.append(c)
+                    break
+                if cannot_win(ir, plans[c], best.cost, 0.0, m):
+                    if j == i + step:      # (past a neighbour: the exact search would not get there)
+                        beaten.add(c)
+                    break
+                beaten.add(c)
+                j += step
         if best is None:   # everything so far spilled: only smaller chunks can help
             nxt = [c for c in by_size[:i] if c not in measured][-1:]
         if not nxt:
