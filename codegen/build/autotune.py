@@ -341,7 +341,7 @@ def tune(ir: KernelIR, compile_plan: Compiler, slots_cap: int = 1 << 20, max_pro
     drops plans that could gain less than the model resolves. For the same reason such a neighbour
     of the best plan is not compiled; it counts against `max_probes` as if it had been, so the
     search never goes further than one that compiles it (session 14: the same choices on three
-    H200 sweeps from 10-15% fewer probes; session 20, the margin: the same choices on four, 7-13%
+    H200 sweeps from 10-15% fewer probes; session 20, the margin: the same choices on four, 4-13%
     fewer again).
     """
     n = len(ir.ops)
