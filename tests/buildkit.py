@@ -167,6 +167,9 @@ def write_launcher(path: Path, log: Path, *, fault: str | None = None, kind: str
 class Calls:
     compiles: list[str]    # TU file names, in call order
     links: list[str]       # kernel key of each link (from its objects' paths)
+    #: the compiles among them of a TU's bounded twin (`-DEXPS_TWIN`: compiled from source when a
+    #: launcher keeps no PTX), by TU file name
+    twins: list[str] = field(default_factory=list)
 
     @property
     def n(self) -> int:
@@ -175,7 +178,7 @@ class Calls:
 
 def calls(log: Path) -> Calls:
     """The nvcc invocations a launcher logged (compiles by `-c`, links by `-shared`)."""
-    cc, ln = [], []
+    cc, ln, tw = [], [], []
     text = log.read_text() if log.exists() else ""
     for line in text.splitlines():
         kind, _, rest = line.partition(" ")
@@ -183,12 +186,14 @@ def calls(log: Path) -> Calls:
         if kind == "cc":
             assert "-c" in argv, line          # every mode: -c (-fatbin: a device TU, -cubin: a probe)
             cc.append(Path(next(a for a in argv if a.endswith((".cu", ".cpp")))).name)
+            if "-DEXPS_TWIN" in argv:
+                tw.append(cc[-1])
         else:
             assert kind == "link" and "-shared" in argv, line
             keys = {Path(a).parent.parent.name for a in argv if a.endswith(".o")}
             assert len(keys) == 1, line
             ln.append(keys.pop())
-    return Calls(cc, ln)
+    return Calls(cc, ln, tw)
 
 
 # ------------------------------------------------------------------------------- a key in a dir
