@@ -398,19 +398,28 @@ def test_representative_chunks_and_filled_registers() -> None:
     assert fill_unprobed(ir, small, [40, 41, 42, 43], [0, 1, 2, 3]) == [40, 41, 42, 43]
 
 
-def _replay_with_sampling(sweep: dict, irs: dict, reps, fill, m: at.CostModel = at.CostModel()) -> dict:
-    """Per AIR of an H200 sweep (every chunk kernel's ptxas registers recorded): the tuner's choice
-    when each probe sees only the registers of `reps(q, plan)` and `fill` makes up the rest, and
-    that choice's time over the sweep's fastest (chunked plans at the launcher's 2048-block waves)."""
-    from bench.replay_tune import replay
+def _sampler(reps=None, fill=None):
+    """A replay's `sample(q, plan, regs)` (bench/replay_tune.py): the registers a build's probe of
+    the plan shows, those of the chunks `reps(q, plan)` names (default actions.representatives) and
+    `fill`'s for the rest (default actions.fill_unprobed)."""
+    from codegen.build.actions import fill_unprobed, representatives
+    reps, fill = reps or representatives, fill or fill_unprobed
 
     def sample(q, pl, regs):
         ks = KernelSource("k", q, pl, [], "0" * 64)
         assert ks.plan.n_chunks == len(regs), "the planner changed since the sweep"
         got = reps(ks.q, ks.plan)
         return fill(ks.q, ks.plan, [g if i in got else 0 for i, g in enumerate(regs)], got)
+    return sample
+
+
+def _replay_with_sampling(sweep: dict, irs: dict, reps, fill, m: at.CostModel = at.CostModel()) -> dict:
+    """Per AIR of an H200 sweep (every chunk kernel's ptxas registers recorded): the tuner's choice
+    when each probe sees only the registers of `reps(q, plan)` and `fill` makes up the rest, and
+    that choice's time over the sweep's fastest (chunked plans at the launcher's 2048-block waves)."""
+    from bench.replay_tune import replay
     return {air.split("/")[-1]: (t.ops_per_chunk, chosen["ms"] / best["ms"])
-            for air, (t, chosen, best) in replay(sweep, irs, sample, m, wave="2048").items()}
+            for air, (t, chosen, best) in replay(sweep, irs, _sampler(reps, fill), m, wave="2048").items()}
 
 
 def _evenly_spaced_and_top(k: int):
@@ -436,19 +445,14 @@ def test_sampled_registers_choose_as_every_chunks_registers_would(sweep_file: st
     and ConnectionNew at 128 instead of 96 (session 7; there also Large at 64 instead of 96 before
     PRUNE_MARGIN); with 5, on session 3's."""
     from bench.replay_tune import q_irs, replay
-    from codegen.build.actions import PROBE_SAMPLE, fill_unprobed, representatives
+    from codegen.build.actions import PROBE_SAMPLE, representatives
     assert PROBE_SAMPLE == 6
     sweep = json.loads((ROOT / "bench" / "data" / sweep_file).read_text())
     irs = q_irs([ROOT / "provingkey-sample", *sorted(PK.glob("*/provingKey"))])
     every = {air: t.ops_per_chunk for air, (t, _, _) in replay(sweep, irs).items()}
 
     def sampled(reps):
-        def sample(q, pl, regs):
-            ks = KernelSource("k", q, pl, [], "0" * 64)
-            assert ks.plan.n_chunks == len(regs), "the planner changed since the sweep"
-            got = reps(ks.q, ks.plan)
-            return fill_unprobed(ks.q, ks.plan, [g if i in got else 0 for i, g in enumerate(regs)], got)
-        return {air: t.ops_per_chunk for air, (t, _, _) in replay(sweep, irs, sample).items()}
+        return {air: t.ops_per_chunk for air, (t, _, _) in replay(sweep, irs, _sampler(reps)).items()}
     assert len(every) in (5, 19)
     assert sampled(representatives) == every
     three = sampled(_evenly_spaced_and_top(3))
@@ -475,18 +479,12 @@ def test_the_prune_margin_keeps_every_choice_on_the_recorded_sweeps(sweep_file: 
     (margin 0) chooses, from fewer probes (4-13%); 0.06 or more takes SpecifiedRanges at 96 ops per
     chunk or as one kernel instead (1.03x-1.85x slower on the sweeps)."""
     from bench.replay_tune import q_irs, replay
-    from codegen.build.actions import fill_unprobed, representatives
     assert at.PRUNE_MARGIN == 0.05
     sweep = json.loads((ROOT / "bench" / "data" / sweep_file).read_text())
     irs = q_irs([ROOT / "provingkey-sample", *sorted(PK.glob("*/provingKey"))])
 
-    def sample(q, pl, regs):
-        ks = KernelSource("k", q, pl, [], "0" * 64)
-        got = representatives(ks.q, ks.plan)
-        return fill_unprobed(ks.q, ks.plan, [g if i in got else 0 for i, g in enumerate(regs)], got)
-
     def run(margin: float) -> dict[str, tuple[int, int]]:
-        got = replay(sweep, irs, sample, wave="2048" if "s14" in sweep_file else None, margin=margin)
+        got = replay(sweep, irs, _sampler(), wave="2048" if "s14" in sweep_file else None, margin=margin)
         return {air.split("/")[-1]: (t.ops_per_chunk, len(t.probes)) for air, (t, _, _) in got.items()}
     exact, pruned, coarse = run(0.0), run(at.PRUNE_MARGIN), run(0.08)
     n_exact, n_pruned, changed = MARGIN_SWEEPS[sweep_file]
@@ -505,21 +503,15 @@ def test_the_tuner_takes_the_fastest_chunking_of_mid_size_synthetic_qs(tmp_path)
     chunk (26.37 ms; 192 27.34, 96 spills 24 B) from four probes and 192 (53.48 ms; 128 spills
     24 B, 96 54.41) from three."""
     from bench.replay_tune import q_irs, replay
-    from codegen.build.actions import fill_unprobed, representatives
     from codegen.sample.synth import main as synth_main
     sweep = json.loads((ROOT / "bench" / "data" / "sweep-midsize-h200-s20.json").read_text())
-
-    def sample(q, pl, regs):
-        ks = KernelSource("k", q, pl, [], "0" * 64)
-        got = representatives(ks.q, ks.plan)
-        return fill_unprobed(ks.q, ks.plan, [g if i in got else 0 for i, g in enumerate(regs)], got)
     for n, chosen, probes in ((3000, 128, [192, 128, 256, 96]), (8000, 192, [192, 128, 256])):
         assert synth_main([str(tmp_path / f"k{n}"), "--large-ops", str(n)]) == 0
         irs = q_irs([tmp_path / f"k{n}"])
         one = {"results": [r for r in sweep["results"] if r["air"] == f"k{n}/Bench"]}
         assert len(one["results"]) == 8
         for margin in (0.0, at.PRUNE_MARGIN):
-            [(t, row, best)] = replay(one, irs, sample, wave="2048", margin=margin).values()
+            [(t, row, best)] = replay(one, irs, _sampler(), wave="2048", margin=margin).values()
             assert t.ops_per_chunk == chosen == best["ops_per_chunk"] and row is best
             assert [p.ops_per_chunk for p in t.probes] == probes
 
