@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import logging
 import math
-from concurrent.futures import ThreadPoolExecutor
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -342,7 +341,9 @@ def tune(ir: KernelIR, compile_plan: Compiler, slots_cap: int = 1 << 20, max_pro
     of the best plan is not compiled; it counts against `max_probes` as if it had been, so the
     search never goes further than one that compiles it (session 14: the same choices on three
     H200 sweeps from 10-15% fewer probes; session 20, the margin: the same choices on four, 4-13%
-    fewer again).
+    fewer again). Probes run one at a time, the neighbour predicted cheaper first (session 21:
+    compiling both neighbours at once cost a probe wherever the first one won; nvcc's CPU is what
+    a build pays, and other kernels' tasks fill the cores).
     """
     n = len(ir.ops)
     res = TuneResult()
@@ -398,41 +399,53 @@ def tune(ir: KernelIR, compile_plan: Compiler, slots_cap: int = 1 << 20, max_pro
             break
         centre = best.ops_per_chunk if best else min(measured, key=lambda x: size[x])
         i = by_size.index(centre)
-        nxt = []
+        ways = []       # per direction: (its untried neighbour, the sizes passed over, the size to compile)
         for step in (-1, 1):
             # the nearest untried size each way; one that cannot beat the best even at full
             # occupancy is not compiled: it counts as probed and losing (the budget included), which
             # is what its probe would have shown. One that could gain at most the margin is not
             # compiled either, but the search looks past it: its probe might have won and moved the
             # search on (margin 0 is the exact search; session 20)
-            j = i + step
+            j, passed, cand = i + step, [], None
             while 0 <= j < len(by_size) and by_size[j] not in measured and by_size[j] not in beaten:
                 c = by_size[j]
                 if best is None or not cannot_win(ir, plans[c], best.cost, margin, m):
-                    nxt.append(c)
+                    cand = c
                     break
                 if cannot_win(ir, plans[c], best.cost, 0.0, m):
                     if j == i + step:      # (past a neighbour: the exact search would not get there)
-                        beaten.add(c)
+                        passed.append(c)
                     break
-                beaten.add(c)
+                passed.append(c)
                 j += step
+            if 0 <= i + step < len(by_size) and (passed or cand is not None):
+                ways.append((by_size[i + step], passed, cand))
+        # one probe at a time, the direction whose neighbour is predicted cheaper first: when its
+        # probe beats the best the search moves on from there, and the other neighbour (a unimodal
+        # cost puts it above the old best) is not compiled unless step 3 predicts it clearly better.
+        # Its sizes passed over count as probed only when the search gets to them, as a search
+        # that compiled them would (session 21: the same choices on the five recorded sweeps from
+        # 1-2 probes fewer on Intermediates, Large and the 3,000-op Q than both neighbours at once)
+        nxt = None
+        for _, passed, cand in sorted(ways, key=lambda w: (predict(w[0]), w[0])):
+            beaten.update(passed)
+            if cand is not None:
+                nxt = cand
+                break
         if best is None:   # everything so far spilled: only smaller chunks can help
-            nxt = [c for c in by_size[:i] if c not in measured][-1:]
-        if not nxt:
+            smaller = [c for c in by_size[:i] if c not in measured]
+            nxt = smaller[-1] if smaller else None
+        if nxt is None:
             pred = {c: predict(c) for c in plans if c not in measured and c not in beaten}
             c = min(pred, key=lambda x: (pred[x], x), default=None)
             if c is None or best is None or pred[c] >= 0.9 * best.cost:
                 break
-            nxt = [c]
-        nxt = nxt[: max_probes - len(measured) - len(beaten)]
-        # neighbours compile concurrently (nvcc is single-threaded); results in a fixed order
-        with ThreadPoolExecutor(max(1, len(nxt))) as ex:
-            got = list(ex.map(lambda c: (c, compile_plan(plans[c])), nxt))
-        for c, (regs, spills) in got:
-            p = record(c, regs, spills)
-            if not p.spills and (best is None or p.cost < best.cost):
-                best = p
+            nxt = c
+        if len(measured) + len(beaten) >= max_probes:
+            break
+        p = probe(nxt)
+        if not p.spills and (best is None or p.cost < best.cost):
+            best = p
     if best is None:   # out of probes and everything spilled: walk down to the floor
         smallest = min(size[x] for x in measured)
         for c in sorted((x for x in plans if size[x] < smallest), key=lambda x: -size[x]):
