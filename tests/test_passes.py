@@ -11,7 +11,7 @@ from hypothesis import given, settings
 
 from codegen.check import gl64
 from codegen.check import hostcheck
-from codegen.emit import KernelSource, render, render_parts
+from codegen.emit import KernelSource, render, render_parts, x_parts
 from codegen.ir import KernelIR, Leaf, Op, Val
 from codegen.coverage import cover
 from codegen.model import load_air
@@ -183,3 +183,37 @@ def test_host_check_connection_new_after_passes(opc: int, tmp_path: Path) -> Non
                                  json.loads(Path(str(si_path).replace(".starkinfo.json", ".expressionsinfo.json"))
                                             .read_text()), ks, lib, seed=11)
     assert res.mismatches == [] and res.q_words > 0
+
+
+EXPR_PASSES = [  # (AIR, its expressions, ops as lowered, ops after the passes, expressions changed)
+    pytest.param(PK / "intermediate_sums/provingKey/intermediate_sums/Intermediates/airs/Intermediates/air/"
+                 "Intermediates.starkinfo.json", 56, 1072, 817, 5, id="Intermediates", marks=NEEDS_PK),
+    pytest.param(PK / "range_check/provingKey/range_check/RangeCheck4/airs/RangeCheck4/air/RangeCheck4.starkinfo.json",
+                 16, 109, 105, 4, id="RangeCheck4", marks=NEEDS_PK),
+    pytest.param(SAMPLE / "synth/Basic/airs/Medium/air/Medium.starkinfo.json", None, None, None, 0, id="Medium"),
+]
+
+
+@pytest.mark.parametrize("si_path,n_exprs,n_in,n_out,n_changed", EXPR_PASSES)
+def test_expressions_go_through_the_passes(si_path: Path, n_exprs, n_in, n_out, n_changed) -> None:
+    """0.25.0: each trace-domain expression is optimized as Q is (KernelSource.__post_init__):
+    Intermediates' sums of fractions add a challenge to the same column up to 7 times in one
+    expression; after the passes each such sum is computed once (its emitted body has no two equal
+    right-hand sides) and every expression's words are the bytecode's. With passes=False they are
+    emitted as lowered."""
+    _, _, cov = _q(si_path)
+    ks = KernelSource("k", cov.q, plan(cov.q, 0), cov.exprs, "0" * 64)
+    off = KernelSource("k", cov.q, plan(cov.q, 0), cov.exprs, "0" * 64, passes=False)
+    assert [x.ir.exp_id for x in ks.exprs] == [x.ir.exp_id for x in cov.exprs]
+    assert [x.ir for x in off.exprs] == [x.ir for x in cov.exprs]
+    if n_exprs is not None:
+        assert (len(cov.exprs), sum(len(x.ir.ops) for x in cov.exprs), sum(len(x.ir.ops) for x in ks.exprs)) == \
+            (n_exprs, n_in, n_out)
+    assert sum(x.ir != y.ir for x, y in zip(ks.exprs, cov.exprs)) == n_changed
+    for x, y in zip(ks.exprs, cov.exprs):
+        assert (x.num1, x.inv) == (y.num1, y.inv)
+        assert np.array_equal(evaluate(x.ir, 3, 32), evaluate(y.ir, 3, 32)), x.ir.exp_id
+    for d in x_parts(ks):
+        rhs = [ln.split(" = ", 1)[1] for ln in d["lines"] if ln.startswith("const ") and " = " in ln
+               and not ln.startswith("const char*")]
+        assert len(rhs) == len(set(rhs)), d["exp_id"]
