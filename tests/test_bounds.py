@@ -29,6 +29,18 @@ def _blocks(regs: int) -> int:
     return min(65536 // (per_thread * 256), 2048 // 256)
 
 
+def _cand(base: dict, w: dict) -> dict[int, int]:
+    """{chunk: min blocks} of twin `w`'s chunks a bound could help (bounds.candidates, written out):
+    below 3 blocks, no spill beyond a word, fewer than 1.6 times the bound's registers."""
+    out = {}
+    for c, s, _ in w["chunks"]:
+        regs, stores = base[s]["sm_90"]["registers"], base[s]["sm_90"]["spill_stores"]
+        b = _blocks(regs) + 1
+        if b <= 3 and stores <= 8 and regs < 1.6 * {2: 128, 3: 80}[b]:
+            out[c] = b
+    return out
+
+
 def _twin(*chunks: int) -> dict:
     return {"tu": "t.cu", "lib": 3, "chunks": [[c, f"s{c}", f"s{c}b"] for c in chunks]}
 
@@ -38,14 +50,37 @@ def _st(regs: int, stores: int = 0, entry: bool = True) -> dict:
 
 
 @pytest.mark.parametrize("regs,want", [(32, None), (40, None), (57, None), (64, None), (65, None), (80, None),
-                                       (81, 3), (96, 3), (128, 3), (129, 2), (168, 2), (255, 2)])
+                                       (81, 3), (96, 3), (126, 3), (127, 3), (128, None), (129, 2), (168, 2),
+                                       (204, 2), (205, None), (255, None)])
 def test_a_chunk_is_a_candidate_one_block_above_its_registers(regs: int, want) -> None:
     """One block per SM more than its registers allow, up to 3 (80 registers): a kernel already at
-    3 or more blocks is left alone."""
+    3 or more blocks is left alone, and so is one that would keep less than 1 / 1.6 of its registers
+    (bounds.MAX_SQUEEZE: 128 -> 80, 205 -> 128)."""
     got = bounds.candidates(_twin(0), {"s0": {"sm_90": _st(regs)}}).get(0)
     assert got == want
     if want is not None:
         assert want == _blocks(regs) + 1
+
+
+def test_the_squeeze_limit_skips_only_twins_that_spilled_in_the_recorded_builds() -> None:
+    """bench/data/twins-s21.json: every bounded twin of a chunk that cold builds of the sample,
+    ../shared/pk and the 3,000- and 8,000-op synthetic Qs compiled (0.25.0, before the limit). The
+    limit (bounds.MAX_SQUEEZE) leaves out 30 of the 99 chunk twins, each of which spilled more than
+    TWIN_SPILL_BYTES (none was taken), and keeps all 30 that were taken; 1.55 would lose two."""
+    import json
+    rows = json.loads((SAMPLE.parent / "bench" / "data" / "twins-s21.json").read_text())["twins"]
+    chunked = [r for r in rows if r["regs"] > 80]
+
+    def tried(r: dict, squeeze: float) -> bool:
+        b = _blocks(r["regs"]) + 1
+        return r["regs"] < squeeze * {2: 128, 3: 80}[b]
+    assert len(chunked) == 99 and sum(r["taken"] for r in chunked) == 30
+    for r in chunked:
+        assert (0 in bounds.candidates(_twin(0), {"s0": {"sm_90": _st(r["regs"])}})) == tried(r, bounds.MAX_SQUEEZE)
+    skipped = [r for r in chunked if not tried(r, bounds.MAX_SQUEEZE)]
+    assert len(skipped) == 30 and not any(r["taken"] for r in skipped)
+    assert all(r["twin_spill_stores"] > bounds.TWIN_SPILL_BYTES for r in skipped)
+    assert sum(r["taken"] for r in chunked if not tried(r, 1.55)) == 2
 
 
 def test_candidates_take_the_arch_with_most_registers_and_skip_spilling_kernels() -> None:
@@ -92,26 +127,25 @@ def test_a_single_kernel_has_a_twin_only_where_its_tune_bounded_it() -> None:
 
 @pytest.mark.requires("nvcc", "binutils")
 def test_cc_takes_exactly_the_twins_that_spill_nothing(tmp_path) -> None:
-    """The sample's Medium at 64 ops per chunk (8 chunk kernels in one TU with its expressions):
+    """The sample's Medium at 96 ops per chunk (6 chunk kernels in one TU with its expressions):
     cc compiles each TU, then its twin with the candidates the emitted kernels' registers give; the
     table names a twin's kernel for exactly the candidates whose twin stores nothing, from the twin's
-    slot, and the .so's fatbins hold those twins' kernels and nothing of a twin not taken. (At 80
-    ops per chunk, 0.20.0 and later, both candidates' twins spill: nothing taken to check.)"""
+    slot, and the .so's fatbins hold those twins' kernels and nothing of a twin not taken. (At 64
+    ops per chunk, since bounds.MAX_SQUEEZE, every candidate's twin is taken; at 80 none is.)"""
     [p] = [p for p in discover(SAMPLE) if p.base == "Medium"]
     cov = cover(*load_air(p.starkinfo, p.expressions))
-    ks = KernelSource(p.key, cov.q, plan(cov.q, 64), cov.exprs, "cd" * 32)
+    ks = KernelSource(p.key, cov.q, plan(cov.q, 96), cov.exprs, "cd" * 32)
     files = render(ks)
     twins = tu_twins(ks)
     n = ks.plan.n_chunks
-    assert n == 8 and [len(w["chunks"]) for w in twins] == [8]
+    assert n == 6 and [len(w["chunks"]) for w in twins] == [6]
     src = tmp_path / "src"
     actions.stage_sources(files, src)
     got = actions.compile_kernel(src, list(files), tu_kernels(ks), tmp_path / "obj", [90],
                                  ObjectCache(tmp_path / "cache"), [], twins=twins)
     [w] = twins
     base, twin_rep = got["reports"][w["tu"]], got["twin_reports"].get(w["tu"], {})
-    want_cand = {c: _blocks(base[s]["sm_90"]["registers"]) + 1 for c, s, _ in w["chunks"]
-                 if _blocks(base[s]["sm_90"]["registers"]) < 3 and base[s]["sm_90"]["spill_stores"] <= 8}
+    want_cand = _cand(base, w)
     assert want_cand, "Medium's chunks are expected to leave room for a bound"
     # the twin holds exactly the candidates, each within its bound's registers
     assert sorted(n for n, st in twin_rep.items() if st["sm_90"]["entry"]) == \
@@ -181,8 +215,7 @@ def test_a_twin_without_usable_ptx_is_compiled_from_source(tmp_path, monkeypatch
     got = actions.compile_kernel(src, list(files), tu_kernels(ks), tmp_path / "obj", [90], cache, [], twins=twins)
     assert got["twins_from_ptx"] == []
     base, twin_rep = got["reports"][w["tu"]], got["twin_reports"][w["tu"]]
-    cand = {c: _blocks(base[s]["sm_90"]["registers"]) + 1 for c, s, _ in w["chunks"]
-            if _blocks(base[s]["sm_90"]["registers"]) < 3 and base[s]["sm_90"]["spill_stores"] <= 8}
+    cand = _cand(base, w)
     assert cand and sorted(n for n, st in twin_rep.items() if st["sm_90"]["entry"]) == \
         sorted(tb for c, _, tb in w["chunks"] if c in cand)
     assert got["bounded"] == {c: b for c, b in cand.items() if twin_rep[w["chunks"][c][2]]["sm_90"]["spill_stores"] <= 8}

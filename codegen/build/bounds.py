@@ -14,7 +14,7 @@ same row function (the host check compiles that text once; the GPU check runs wh
 names)."""
 from __future__ import annotations
 
-from codegen.build.autotune import BLOCK, MAX_THREADS_PER_SM, SPILL_SLACK_BYTES, occupancy
+from codegen.build.autotune import BLOCK, MAX_THREADS_PER_SM, REGS_PER_SM, SPILL_SLACK_BYTES, occupancy
 
 #: a chunk is bounded only up to this many blocks per SM (80 registers at 256 threads): a kernel of
 #: 65-80 registers bounded to 64 (4 blocks) gained nothing measurable on the H200 (ConnectionNew,
@@ -27,6 +27,18 @@ MAX_TWIN_BLOCKS = 3
 #: 8 bounded chunks 33.98 ms; 64 B: 16 bounded, 33.75 ms; 192 B: 25, 34.00 ms; 1,024 B: 30, 34.94 ms;
 #: 32 B: 11, 1.01x on Large twice, and Intermediates 0.99x, its chunk 1 bounded too)
 TWIN_SPILL_BYTES = SPILL_SLACK_BYTES
+#: a chunk is not tried bounded when its registers as emitted are at least this many times what the
+#: bound leaves it (`bound_regs`): of the 105 twins a cold build of the sample, ../shared/pk and the
+#: 3,000- and 8,000-op synthetic Qs compiled (session 21, bench/data/twins-s21.json), all 30 such
+#: spilled 16-428 bytes (22 of them chunks at exactly 128 registers, ptxas's own 2-block fit, bounded
+#: to 80), while 2 of the 5 at 126 registers ran bounded. Each twin not compiled saves a ptxas run of
+#: its chunk (issue #15)
+MAX_SQUEEZE = 1.6
+
+
+def bound_regs(b: int) -> int:
+    """The registers per thread `__launch_bounds__(256, b)` leaves (allocated in steps of 8)."""
+    return REGS_PER_SM // (b * BLOCK) // 8 * 8
 
 
 def blocks(regs: int) -> int:
@@ -42,7 +54,8 @@ def candidates(twin: dict, report: dict) -> dict[int, int]:
     """{chunk: min blocks} of the chunks of manifest twin `twin` ({"chunks": [[c, sym, twin_sym]]})
     whose kernel as emitted (`report`: its TU's ptxas report, every arch) could take a bound: one
     block more than its registers allow on the arch where it has most, at most MAX_TWIN_BLOCKS,
-    and no spill beyond ptxas's own trade of a word on any arch (a bound would only add to it).
+    no spill beyond ptxas's own trade of a word on any arch (a bound would only add to it), and
+    fewer registers than MAX_SQUEEZE times what the bound leaves.
     The twin of a single kernel its tune bounded (`blocks`: emit.tu_twins) has that bound, as the
     tune measured it."""
     out: dict[int, int] = {}
@@ -54,8 +67,9 @@ def candidates(twin: dict, report: dict) -> dict[int, int]:
             continue
         if not st or any(int(s.get("spill_stores", 0)) > SPILL_SLACK_BYTES for s in st):
             continue
-        b = blocks(max(int(s.get("registers", 0)) for s in st)) + 1
-        if b <= MAX_TWIN_BLOCKS:
+        regs = max(int(s.get("registers", 0)) for s in st)
+        b = blocks(regs) + 1
+        if b <= MAX_TWIN_BLOCKS and regs < MAX_SQUEEZE * bound_regs(b):
             out[int(c)] = b
     return out
 
