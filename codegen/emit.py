@@ -393,10 +393,10 @@ class KernelSource:
     """Everything emit needs for one kernel key.
 
     With `passes` (the default) the Q IR and each expression's go through `codegen.passes.optimize`
-    (CSE, dead code); Q is then re-planned into (at most) as many chunks as the given plan has, of equal size: `q` and
-    `plan` are then what is emitted (and what `exps_min_scratch` reports); `q_in` keeps the IR as
-    given and `pass_stats` the counts. Keeping the chunk count keeps chunk c of a tuning probe the
-    c-th kernel the tuner measured. Then `codegen.remat`: the cheap values that cross a cut are
+    (CSE, dead code); Q is then re-planned into (at most) as many chunks as the given plan has, of
+    equal size: `q` and `plan` are then what is emitted (and what `exps_min_scratch` reports);
+    `q_in` keeps the IR as given and `pass_stats` the counts. Keeping the chunk count keeps chunk c
+    of a tuning probe the c-th kernel the tuner measured. Then `codegen.remat`: the cheap values that cross a cut are
     recomputed in the chunks that read them (same chunks; `remat_copies` ops added)."""
 
     key: str
@@ -428,7 +428,7 @@ class KernelSource:
             # each trace-domain expression through the same passes (0.25.0): the bytecode repeats
             # subexpressions, e.g. Intermediates' sums of fractions add a challenge to each of 17
             # columns 70 times; nvcc folded them (the same SASS instruction counts) after
-            # parsing and scheduling them all (that TU's cicc + ptxas -19%)
+            # parsing and scheduling them all (that TU's nvcc CPU -11%, docs/BENCHMARKS.md)
             self.exprs = [replace(x, ir=optimize(x.ir)[0]) for x in self.exprs]
         if not self.passes or self.q is None or not self.q.ops:
             return

@@ -29,15 +29,21 @@ def _blocks(regs: int) -> int:
     return min(65536 // (per_thread * 256), 2048 // 256)
 
 
+def _squeezable(regs: int, squeeze: float = 1.6) -> bool:
+    """Whether a chunk of `regs` registers keeps more than 1 / squeeze of them under the bound one
+    block above them (2 blocks: 128 registers, 3: 80)."""
+    b = _blocks(regs) + 1
+    return b <= 3 and regs < squeeze * {2: 128, 3: 80}[b]
+
+
 def _cand(base: dict, w: dict) -> dict[int, int]:
     """{chunk: min blocks} of twin `w`'s chunks a bound could help (bounds.candidates, written out):
     below 3 blocks, no spill beyond a word, fewer than 1.6 times the bound's registers."""
     out = {}
     for c, s, _ in w["chunks"]:
         regs, stores = base[s]["sm_90"]["registers"], base[s]["sm_90"]["spill_stores"]
-        b = _blocks(regs) + 1
-        if b <= 3 and stores <= 8 and regs < 1.6 * {2: 128, 3: 80}[b]:
-            out[c] = b
+        if stores <= 8 and _squeezable(regs):
+            out[c] = _blocks(regs) + 1
     return out
 
 
@@ -70,17 +76,14 @@ def test_the_squeeze_limit_skips_only_twins_that_spilled_in_the_recorded_builds(
     import json
     rows = json.loads((SAMPLE.parent / "bench" / "data" / "twins-s21.json").read_text())["twins"]
     chunked = [r for r in rows if r["regs"] > 80]
-
-    def tried(r: dict, squeeze: float) -> bool:
-        b = _blocks(r["regs"]) + 1
-        return r["regs"] < squeeze * {2: 128, 3: 80}[b]
     assert len(chunked) == 99 and sum(r["taken"] for r in chunked) == 30
     for r in chunked:
-        assert (0 in bounds.candidates(_twin(0), {"s0": {"sm_90": _st(r["regs"])}})) == tried(r, bounds.MAX_SQUEEZE)
-    skipped = [r for r in chunked if not tried(r, bounds.MAX_SQUEEZE)]
+        assert (0 in bounds.candidates(_twin(0), {"s0": {"sm_90": _st(r["regs"])}})) == \
+            _squeezable(r["regs"], bounds.MAX_SQUEEZE)
+    skipped = [r for r in chunked if not _squeezable(r["regs"], bounds.MAX_SQUEEZE)]
     assert len(skipped) == 30 and not any(r["taken"] for r in skipped)
     assert all(r["twin_spill_stores"] > bounds.TWIN_SPILL_BYTES for r in skipped)
-    assert sum(r["taken"] for r in chunked if not tried(r, 1.55)) == 2
+    assert sum(r["taken"] for r in chunked if not _squeezable(r["regs"], 1.55)) == 2
 
 
 def test_candidates_take_the_arch_with_most_registers_and_skip_spilling_kernels() -> None:
