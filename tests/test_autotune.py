@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import math
 import re
@@ -13,8 +14,9 @@ from codegen.build import autotune as at
 from codegen.build.actions import act_ir, act_tune, load_coverage
 from codegen.coverage import cover
 from codegen.emit import KernelSource
+from codegen.ir import ir_from_json
 from codegen.model import load_air
-from codegen.plan import plan
+from codegen.plan import Plan, plan
 from require import PK, requires
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -726,7 +728,8 @@ RC4 = PK / "range_check/provingKey/range_check/RangeCheck4/airs/RangeCheck4/air/
 def test_the_tune_bounds_a_single_kernel_with_real_nvcc(tmp_path, monkeypatch, base, bound):
     """nvcc 13, sm_90, emitter 0.20.0: Lookup3's single kernel is 84 registers (2 blocks of 256 per
     SM), bounded to 3 blocks 80 and no spill; Lookup2_12's is 80 with 24 B spilled (ptxas's own
-    trade for 3 blocks: the tune tries chunks first), bounded 80 and none; RangeCheck4's is 102,
+    trade for 3 blocks: the tune compiles it bounded at once, 80 and none, and no chunking's floor
+    comes near it); RangeCheck4's is 102,
     bounded it spills and keeps its kernel. The bound is the twin of the kernel's TU (0.23.0: made
     by cc from the first compile's PTX, as the tune's bounded probe was, so cc compiles nothing
     again); the kernel as emitted is unbounded, the same text as the tune's first probe. (Up to 0.19.1
@@ -741,10 +744,14 @@ def test_the_tune_bounds_a_single_kernel_with_real_nvcc(tmp_path, monkeypatch, b
     assert [p["min_blocks"] for p in t["probes"]].count(3) == 1
     assert max(natural["regs"]) >= 80 and max(bounded["regs"]) <= 80
     assert (bounded["spills"] == 0) == (bound == 3)
-    # Lookup2_12 (0.20.0): unbounded, ptxas fits 3 blocks with 24 B spilled, so the tune tries
-    # chunks (as MultiRangeCheck2 at 0.18.1: 0.80x on the H200; one plan: the next could beat it
-    # by at most PRUNE_MARGIN); bounded it does not spill
-    assert (natural["spills"] > 0 and len(t["probes"]) == 3) == (base == L2_12)
+    # Lookup2_12 (0.20.0): unbounded, ptxas fits 3 blocks with 24 B spilled; bounded it does not
+    # spill, at once (session 22: up to then the tune compiled a 64-op chunking first, cost 253,
+    # for the bounded kernel's 205 to beat; every chunking's floor_cost is >= 247)
+    assert (natural["spills"] > 0) == (base == L2_12)
+    assert [(p["ops_per_chunk"], p["min_blocks"]) for p in t["probes"]] == [(0, 0), (0, 3)]
+    if base == L2_12:
+        q = ir_from_json(json.loads(ir_json.read_text())["q"])
+        assert min(at.floor_cost(q, pl) for c, pl in at.candidate_plans(q)[0].items() if c) > bounded["cost"]
     n_tune = len(log.read_text().splitlines())
     assert act_emit("m", str(ir_json), str(tune_json), str(man.parent / "src"), str(man), content, settings)
     m = json.loads(man.read_text())
@@ -843,3 +850,42 @@ def test_a_single_kernel_that_spilled_is_bounded_where_chunks_were_chosen(n_ops,
     p = at.bound_single(ir, res, bounded)
     assert calls == ([] if taken is None else [3]) and (p is None) == (taken is None)
     assert (res.ops_per_chunk, res.min_blocks) == ((0, 3) if taken else (32, 0))
+
+
+@pytest.mark.parametrize("base", [TINY, MEDIUM, SAMPLE / "Rec/airs/Shared/recursive1/Shared"], ids=["Tiny", "Medium", "Shared"])
+@pytest.mark.parametrize("margin", [0.0, at.PRUNE_MARGIN])
+def test_the_bounded_single_kernel_first_chooses_as_after_the_search_from_fewer_compiles(base, margin):
+    """Session 22: tune(compile_bounded=...) compiles the single kernel bounded as soon as its probe
+    spills at >= 80 registers, and a bounded kernel that does not spill is a candidate from then
+    on. Against the search without it followed by bound_single (which compiled the same bounded
+    kernel in the same cases, after the search), over single kernels that spill 0, 8 or 24 B,
+    chunk registers rising with their ops at several rates, bounded kernels of 64-80 registers that
+    spill or not: every choice the same (chunking, bound, skip), never a compile more, and fewer
+    where the bounded kernel leaves the chunkings behind."""
+    q = q_of(base)
+    n = len(q.ops)
+    saved = 0
+    for a, b, single_spill, bregs, bspill in itertools.product([20, 40, 60], [2, 4], [0, 8, 24], [64, 80], [0, 16]):
+        def compile_plan(pl: Plan, log: list) -> tuple[list[int], int]:
+            log.append(pl.ops_per_chunk)
+            if pl.ops_per_chunk == 0:
+                return [max(80, a + n // b)], single_spill + (64 if a + n // b > 255 else 0)
+            regs = [min(255, a + (e - s) // b) for s, e in pl.chunks]
+            return regs, sum(64 for r in regs if r >= 255)
+
+        def bounded(blocks: int, log: list) -> tuple[list[int], int]:
+            log.append(("bounded", blocks))
+            return [bregs], bspill
+        after: list = []
+        res = at.tune(q, lambda pl: compile_plan(pl, after), margin=margin)
+        at.bound_single(q, res, lambda x: bounded(x, after))
+        first: list = []
+        res_b = at.tune(q, lambda pl: compile_plan(pl, first), margin=margin, compile_bounded=lambda x: bounded(x, first))
+        assert at.bound_single(q, res_b, lambda x: bounded(x, first)) is None or not single_spill
+        case = (a, b, single_spill, bregs, bspill)
+        assert (res_b.ops_per_chunk, res_b.min_blocks, res_b.skip) == (res.ops_per_chunk, res.min_blocks, res.skip), case
+        assert len(first) <= len(after) and first.count(("bounded", 3)) <= 1, (case, first, after)
+        saved += len(after) - len(first)
+    # compiles saved over the 72 cases (Medium's first probe is a chunking, whose search the
+    # bounded kernel, tried when the search gets to the single kernel, leaves as it was)
+    assert saved == {"Tiny": 24, "Medium": 0, "Shared": 40}[base.name], saved

@@ -583,8 +583,10 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
                         best_cost[0] = min(best_cost[0], cost(q, pl, regs))
                     return regs, spills
 
-                res = tune(q, compile_plan, slots_cap=slots_cap)
-                bound_single(q, res, lambda b: compile_plan(plan(q, 0), min_blocks=b), single_slack[0])
+                def bounded(b: int) -> tuple[list[int], int]:
+                    return compile_plan(plan(q, 0), min_blocks=b)
+                res = tune(q, compile_plan, slots_cap=slots_cap, compile_bounded=bounded)
+                bound_single(q, res, bounded, single_slack[0])
                 res.arch = arch
                 doc["sampled"] = {str(k): v for k, v in sorted(sampled.items())}
                 # (none when the chosen plan was the first probe, compiled as the kernel's whole TU)

@@ -322,7 +322,8 @@ def first_probe(ir: KernelIR, plans: dict[int, Plan], m: CostModel = CostModel()
 
 
 def tune(ir: KernelIR, compile_plan: Compiler, slots_cap: int = 1 << 20, max_probes: int = MAX_PROBES,
-         m: CostModel = CostModel(), margin: float = PRUNE_MARGIN) -> TuneResult:
+         m: CostModel = CostModel(), margin: float = PRUNE_MARGIN,
+         compile_bounded: Callable[[int], tuple[list[int], int]] | None = None) -> TuneResult:
     """Search for the cheapest no-spill chunking with few compiles.
 
     Every candidate is first estimated from the IR's register pressure. After each probe the
@@ -344,6 +345,14 @@ def tune(ir: KernelIR, compile_plan: Compiler, slots_cap: int = 1 << 20, max_pro
     fewer again). Probes run one at a time, the neighbour predicted cheaper first (session 21:
     compiling both neighbours at once cost a probe wherever the first one won; nvcc's CPU is what
     a build pays, and other kernels' tasks fill the cores).
+
+    With `compile_bounded` (`bound_single`'s compiler), a single kernel whose probe spills at
+    BOUND_FROM_REGS registers or more is compiled bounded to BOUND_BLOCKS blocks per SM at once, not
+    after the search: when that does not spill it is a candidate like any plan, so the chunked plans
+    it leaves behind are not compiled (session 22: ../shared/pk's six 96-op lookups and
+    permutations spill 24 B unbounded, run bounded at a cost of 205 against floors of 247-285 for
+    every chunking, and probed a chunked plan for nothing). `bound_single` compiled it in the same
+    cases, so this adds no compile.
     """
     n = len(ir.ops)
     res = TuneResult()
@@ -371,7 +380,17 @@ def tune(ir: KernelIR, compile_plan: Compiler, slots_cap: int = 1 << 20, max_pro
     beaten: set[int] = set()       # neighbours not compiled: their floor_cost is no less than the best's cost
 
     def probe(c: int) -> Probe:
-        return record(c, *compile_plan(plans[c]))
+        p = record(c, *compile_plan(plans[c]))
+        if c == 0 and p.spills and max(p.regs) >= BOUND_FROM_REGS and compile_bounded is not None:
+            got, spills = compile_bounded(BOUND_BLOCKS)
+            b = Probe(0, 1, 0, got, spills, math.inf if spills else cost(ir, plans[0], got, m),
+                      min_blocks=BOUND_BLOCKS)
+            res.probes.append(b)
+            log.info("autotune: single kernel bounded to %d blocks per SM -> regs max %d, spill %d B",
+                     BOUND_BLOCKS, max(got), spills)
+            if not spills:
+                return b
+        return p
 
     def record(c: int, regs: list[int], spills: int) -> Probe:
         pl = plans[c]
@@ -390,7 +409,7 @@ def tune(ir: KernelIR, compile_plan: Compiler, slots_cap: int = 1 << 20, max_pro
     best = None if p.spills else p
     if best is not None and n < SINGLE_ONLY_BELOW and best.ops_per_chunk == 0:
         log.info("autotune: %d ops, the single kernel does not spill: one kernel", n)
-        res.ops_per_chunk = 0
+        res.ops_per_chunk, res.min_blocks = 0, best.min_blocks
         return res
     while len(measured) + len(beaten) < max_probes:
         if best is not None and all(cannot_win(ir, pl, best.cost, margin, m) for c, pl in plans.items() if c not in measured):
@@ -458,7 +477,7 @@ def tune(ir: KernelIR, compile_plan: Compiler, slots_cap: int = 1 << 20, max_pro
             res.skip += (f"; chunks of {', '.join(map(str, over_cap))} ops would need more than "
                          f"SLOTS_CAP {slots_cap} scratch slots")
         return res
-    res.ops_per_chunk = best.ops_per_chunk
+    res.ops_per_chunk, res.min_blocks = best.ops_per_chunk, best.min_blocks
     return res
 
 
@@ -493,7 +512,7 @@ def bound_single(ir: KernelIR, res: TuneResult, compile_bounded: Callable[[int],
       small is one kernel anyway (SINGLE_ONLY_BELOW) or where the cost model ranks it first.
     Returns the bounded probe (also appended to `res.probes`), or None when there was nothing to
     try."""
-    if res.skip:
+    if res.skip or any(p.min_blocks for p in res.probes):    # (tried already: tune's compile_bounded)
         return None
     single = [p for p in res.probes if p.ops_per_chunk == 0 and not p.estimated and not p.min_blocks]
     if not single:
