@@ -511,8 +511,9 @@ def bound_single(ir: KernelIR, res: TuneResult, compile_bounded: Callable[[int],
       was chosen: the bounded kernel, when it does not spill, replaces that plan where a Q that
       small is one kernel anyway (SINGLE_ONLY_BELOW) or where the cost model ranks it first.
     Returns the bounded probe (also appended to `res.probes`), or None when there was nothing to
-    try."""
-    if res.skip or any(p.min_blocks for p in res.probes):    # (tried already: tune's compile_bounded)
+    try, or when it was tried already (a tune given `compile_bounded` compiles the second case's
+    bounded kernel as soon as the single kernel's probe spills)."""
+    if res.skip or any(p.min_blocks for p in res.probes):
         return None
     single = [p for p in res.probes if p.ops_per_chunk == 0 and not p.estimated and not p.min_blocks]
     if not single:
