@@ -396,8 +396,9 @@ class KernelSource:
     (CSE, dead code); Q is then re-planned into (at most) as many chunks as the given plan has, of
     equal size: `q` and `plan` are then what is emitted (and what `exps_min_scratch` reports);
     `q_in` keeps the IR as given and `pass_stats` the counts. Keeping the chunk count keeps chunk c
-    of a tuning probe the c-th kernel the tuner measured. Then `codegen.remat`: the cheap values that cross a cut are
-    recomputed in the chunks that read them (same chunks; `remat_copies` ops added)."""
+    of a tuning probe the c-th kernel the tuner measured. Then `codegen.remat`: the cheap values
+    that cross a cut are recomputed in the chunks that read them (same chunks; `remat_copies` ops
+    added)."""
 
     key: str
     q: KernelIR

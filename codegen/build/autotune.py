@@ -382,13 +382,11 @@ def tune(ir: KernelIR, compile_plan: Compiler, slots_cap: int = 1 << 20, max_pro
     def probe(c: int) -> Probe:
         p = record(c, *compile_plan(plans[c]))
         if c == 0 and p.spills and max(p.regs) >= BOUND_FROM_REGS and compile_bounded is not None:
-            got, spills = compile_bounded(BOUND_BLOCKS)
-            b = Probe(0, 1, 0, got, spills, math.inf if spills else cost(ir, plans[0], got, m),
-                      min_blocks=BOUND_BLOCKS)
+            b = bounded_probe(ir, compile_bounded, m)
             res.probes.append(b)
             log.info("autotune: single kernel bounded to %d blocks per SM -> regs max %d, spill %d B",
-                     BOUND_BLOCKS, max(got), spills)
-            if not spills:
+                     BOUND_BLOCKS, max(b.regs), b.spills)
+            if not b.spills:
                 return b
         return p
 
@@ -501,6 +499,15 @@ BOUND_FROM_REGS = 80
 MAX_MIN_BLOCKS = MAX_THREADS_PER_SM // BLOCK
 
 
+def bounded_probe(ir: KernelIR, compile_bounded: Callable[[int], tuple[list[int], int]],
+                  m: CostModel = CostModel()) -> Probe:
+    """The single kernel compiled bounded to BOUND_BLOCKS blocks per SM (`compile_bounded`), as a
+    probe: tune's, as soon as the unbounded one spills, and bound_single's."""
+    got, spills = compile_bounded(BOUND_BLOCKS)
+    return Probe(0, 1, 0, got, spills, math.inf if spills else cost(ir, plan(ir, 0), got, m),
+                 min_blocks=BOUND_BLOCKS)
+
+
 def bound_single(ir: KernelIR, res: TuneResult, compile_bounded: Callable[[int], tuple[list[int], int]],
                  slack_bytes: int = 0, m: CostModel = CostModel()) -> Probe | None:
     """Try the single kernel bounded to BOUND_BLOCKS blocks per SM (`compile_bounded(BOUND_BLOCKS)`:
@@ -524,15 +531,13 @@ def bound_single(ir: KernelIR, res: TuneResult, compile_bounded: Callable[[int],
             return None
     elif not single[-1].spills or regs < BOUND_FROM_REGS:
         return None
-    got, spills = compile_bounded(BOUND_BLOCKS)
-    p = Probe(0, 1, 0, got, spills, math.inf if spills else cost(ir, plan(ir, 0), got, m),
-              min_blocks=BOUND_BLOCKS)
+    p = bounded_probe(ir, compile_bounded, m)
     res.probes.append(p)
     chosen = min((q.cost for q in res.probes if q.ops_per_chunk == res.ops_per_chunk and not q.min_blocks
                   and not q.estimated), default=math.inf)
-    take = not spills and (res.ops_per_chunk == 0 or len(ir.ops) < SINGLE_ONLY_BELOW or p.cost < chosen)
+    take = not p.spills and (res.ops_per_chunk == 0 or len(ir.ops) < SINGLE_ONLY_BELOW or p.cost < chosen)
     log.info("autotune: single kernel bounded to %d blocks per SM -> regs max %d, spill %d B%s",
-             BOUND_BLOCKS, max(got), spills, ": taken" if take else "")
+             BOUND_BLOCKS, max(p.regs), p.spills, ": taken" if take else "")
     if take:
         res.ops_per_chunk, res.min_blocks = 0, BOUND_BLOCKS
     return p
