@@ -278,7 +278,10 @@ def _operand(n: _Node, si: StarkInfo) -> Operand:
     t = n["type"].str()
     if t not in OPERAND_TYPES:
         raise n["type"].err(f"unknown operand type {show(t)}")
-    if t in ("number", "Zi", "x") and n.has("dim") and n["dim"].dim() != 1:
+    # `dim` is required of every source operand, even where the type fixes it: the setup writes it
+    # for each one, and the .bin writer's swap rule compares the dims it had, so a JSON without one
+    # does not say which operand order the prover runs (a missing field, not a default)
+    if t in ("number", "Zi", "x") and n["dim"].dim() != 1:
         raise n["dim"].err(f"{t} operands have dim 1")
     if t == "number":
         return Operand("number", 1, value=n["value"].u64())
