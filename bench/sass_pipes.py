@@ -5,6 +5,17 @@
     python3 bench/sass_pipes.py tus DIR           # every DIR/*/src/*.cu (`exps-codegen emit PK
                                                   #   --keep-dir DIR`): per kernel and in total
 
+    python3 bench/sass_pipes.py cubins DIR OUT [--templates T]   # every DIR/*/src/*.cu -> OUT/<DIR name>_*.cubin
+    python3 bench/sass_pipes.py dirs A B          # two such OUTs (two trees' templates), kernel by kernel
+
+`dirs` is a static pre-screen of a field-op change (session 23; issue #14): per kernel, the hot path
+(its instructions up to the first unpredicated EXIT: the value path's fast rows, not the exact
+fallback) in issue slots and in cycles of each integer pipe of one SM sub-partition, from session
+11's H200 rates (bench/data/fma-pipe-h200-s11.txt: IMAD.WIDE / IMAD.HI 4 cycles a warp
+instruction, other IMAD* 2, ALU 2), and the larger of the three as the kernel's model; printed as
+B / A medians per kind (Q chunks, expression WRITE kernels `_k`, inverse kernels `_ki`). Register
+loops on the GPU have run such counts' winners no faster (session 6's mw5): a model, not a timing.
+
 Variants: cur (templates/gen_common.cuh as it is), m050 (-DEXPS_GL_MUL_V050: gl_mul of emitter
 0.5.0), mw5 (-DEXPS_GL_MUL_W5); --variants picks. Compiles with nvcc -cubin -arch=sm_XX -O3
 (-Xptxas=-v for the registers) and reads cuobjdump -sass. Pipes as on the H100/H200: IMAD.WIDE and
@@ -17,6 +28,7 @@ from __future__ import annotations
 import argparse
 import collections
 import math
+import statistics
 import re
 import subprocess
 import sys
@@ -29,9 +41,9 @@ _INS = re.compile(r"\s+/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_.]+)(.*)")
 _OVERHEAD = re.compile(r"^(LDC|S2R|ULDC|LDG|STG|EXIT|BRA)|^IMAD\.WIDE$")
 
 
-def compile_cubin(src: Path, out: Path, flags: list[str], arch: str) -> str:
+def compile_cubin(src: Path, out: Path, flags: list[str], arch: str, templates: Path = REPO / "templates") -> str:
     argv = ["nvcc", "-cubin", f"-arch=sm_{arch}", "-O3", "-std=c++17", "-DGL64_PARTIALLY_REDUCED",
-            "-Xptxas=-v", *flags, "-I", str(REPO / "templates"), "-I", str(REPO / "bench" / "baseline"), str(src), "-o", str(out)]
+            "-Xptxas=-v", *flags, "-I", str(templates), "-I", str(REPO / "bench" / "baseline"), str(src), "-o", str(out)]
     p = subprocess.run(argv, capture_output=True, text=True)
     if p.returncode:
         raise RuntimeError(f"{' '.join(argv)}:\n{p.stdout}{p.stderr}")
@@ -83,6 +95,66 @@ def pipes(cubin: Path, skip_overhead: bool) -> dict[str, collections.Counter]:
     return res
 
 
+_UNTIMED = re.compile(r"^(U|R2UR|S2UR|LD|ST|S2R|BRA|EXIT|CALL|RET|BAR|BSSY|BSYNC|WARPSYNC)")
+
+
+def hot_path(cubin: Path) -> dict[str, collections.Counter]:
+    """{kernel: Counter(issue, fma, alu)}: the hot path's issue slots and pipe cycles (module doc)."""
+    text = subprocess.run(["cuobjdump", "-sass", str(cubin)], capture_output=True, text=True, check=True).stdout
+    res: dict[str, collections.Counter] = {}
+    name, done = None, False
+    for ln in text.splitlines():
+        if "Function :" in ln:
+            name, done = ln.split("Function :")[1].strip(), False
+            res[name] = collections.Counter()
+            continue
+        m = _INS.match(ln)
+        if not m or name is None or done or m.group(1).startswith("NOP"):
+            continue
+        op, c = m.group(1), res[name]
+        c["issue"] += 1
+        if re.match(r"IMAD\.(WIDE|HI)", op):
+            c["fma"] += 4
+        elif op.startswith("IMAD"):
+            c["fma"] += 2
+        elif not _UNTIMED.match(op):
+            c["alu"] += 2
+        if op == "EXIT" and not re.match(r"\s+/\*[0-9a-f]+\*/\s+@", ln):
+            done = True
+    return res
+
+
+def kind_of(kernel: str) -> str | None:
+    if "_q_c" in kernel:
+        return "Q chunk"
+    if "_x_e" in kernel:
+        return "expression _ki" if re.search(r"_x_e\d+_ki", kernel) else "expression _k"
+    return None
+
+
+def compare_dirs(a: Path, b: Path) -> list[str]:
+    """B against A, per kind: the model's median ratio (range), FMA / ALU / issue medians, summed."""
+    rows: dict[str, list[tuple[collections.Counter, collections.Counter]]] = collections.defaultdict(list)
+    for ca in sorted(a.glob("*.cubin")):
+        cb = b / ca.name
+        if not cb.is_file():
+            continue
+        ka, kb = hot_path(ca), hot_path(cb)
+        for k, x in ka.items():
+            if k in kb and kind_of(k):
+                rows[kind_of(k)].append((x, kb[k]))
+    model = lambda c: max(c["fma"], c["alu"], c["issue"])  # noqa: E731
+    out = []
+    for kind, pairs in sorted(rows.items()):
+        r = [model(y) / model(x) for x, y in pairs]
+        med = lambda f: statistics.median(f(y) / max(f(x), 1) for x, y in pairs)  # noqa: E731
+        sa, sb = sum(model(x) for x, _ in pairs), sum(model(y) for _, y in pairs)
+        out.append(f"{kind}: {len(pairs)} kernels, model B/A median {statistics.median(r):.3f} "
+                   f"({min(r):.3f}-{max(r):.3f}); FMA {med(lambda c: c['fma']):.3f}, ALU {med(lambda c: c['alu']):.3f}, "
+                   f"issue {med(lambda c: c['issue']):.3f}; summed {sa} -> {sb} ({sb / sa:.3f})")
+    return out
+
+
 def fmt(c: collections.Counter) -> str:
     return f"{c['total']:6d} total  {c['alu']:6d} ALU ({c['mov']} MOV)  {c['fma']:6d} FMA  {c['heavy']:5d} FMA-heavy"
 
@@ -94,12 +166,28 @@ def blocks_per_sm(regs: int, threads: int = 256) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=("probe", "tus"))
-    ap.add_argument("dir", nargs="?", help="tus: the --keep-dir of `exps-codegen emit`")
+    ap.add_argument("what", choices=("probe", "tus", "cubins", "dirs"))
+    ap.add_argument("dir", nargs="?", help="tus, cubins: the --keep-dir of `exps-codegen emit`; dirs: A")
+    ap.add_argument("out", nargs="?", help="cubins: where the .cubin files go; dirs: B")
+    ap.add_argument("--templates", type=Path, default=REPO / "templates", help="cubins: the header's folder")
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--arch", default="90")
     a = ap.parse_args(argv)
     variants = a.variants.split(",")
+    if a.what == "dirs":
+        if not (a.dir and a.out):
+            ap.error("dirs needs A and B")
+        print("\n".join(compare_dirs(Path(a.dir), Path(a.out))))
+        return 0
+    if a.what == "cubins":
+        if not (a.dir and a.out):
+            ap.error("cubins needs DIR and OUT")
+        out = Path(a.out)
+        out.mkdir(parents=True, exist_ok=True)
+        for tu in sorted(Path(a.dir).glob("*/src/*.cu")):
+            if tu.name != "exps_xinv.cu":
+                compile_cubin(tu, out / f"{Path(a.dir).name}_{tu.parent.parent.name}_{tu.stem}.cubin", [], a.arch, a.templates)
+        return 0
     with tempfile.TemporaryDirectory() as tmp:
         if a.what == "probe":
             for v in variants:

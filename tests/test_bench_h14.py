@@ -86,3 +86,29 @@ def test_cli_needs_an_input(capsys) -> None:
         H.main([])
     assert e.value.code == 2
     assert "give --q, --exprs or both" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------- bench/sass_pipes.py dirs (pre-screen)
+from bench import sass_pipes as SP  # noqa: E402
+
+
+def test_kinds_of_kernels() -> None:
+    assert SP.kind_of("_Z24kc310a444476c34a5_q_c0_kPK11StepsParams") == "Q chunk"
+    assert SP.kind_of("_Z25k108d51a589aa5bb8_x_e2_kPK11StepsParams") == "expression _k"
+    assert SP.kind_of("_Z26k108d51a589aa5bb8_x_e12_kiPK11StepsParams") == "expression _ki"
+    assert SP.kind_of("_Z13exps_x_inv_kPK11StepsParams") is None
+
+
+@pytest.mark.requires("nvcc", "cuobjdump")
+def test_hot_path_counts_a_probe_and_stops_at_the_exit(tmp_path: Path) -> None:
+    """k_mul of bench/sass_probe.cu (gl_mul between two loads and a store): gl_mul's 3 IMAD.WIDE +
+    2 IMAD.HI (4 cycles each) and 2 IMAD (2 each) = 24 FMA-pipe cycles, and the 3 address IMAD.WIDEs
+    = 12; its 8 ALU instructions = 16 (templates/gen_common.cuh's count, nvcc 13.0)."""
+    cub = tmp_path / "a" / "p.cubin"
+    cub.parent.mkdir()
+    SP.compile_cubin(REPO / "bench" / "sass_probe.cu", cub, [], "90")
+    c = SP.hot_path(cub)["k_mul"]
+    assert (c["fma"], c["alu"]) == (36, 16)
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "p.cubin").write_bytes(cub.read_bytes())
+    assert SP.compare_dirs(tmp_path / "a", tmp_path / "b") == []     # no Q / expression kernels in it
