@@ -376,6 +376,51 @@ def test_fuzz_json_10k() -> None:
     assert stats.host_checked > 0, report
 
 
+# ------------------------------------------------------------ every field of the code deleted
+def _field_deletions() -> list[tuple[str, Any, Any, str]]:
+    """Each field that some operand, step or expression of the corpus' expressionsCode has, deleted
+    from its first occurrence (of that operand type / dest type): (label, si, mutated ei, AIR)."""
+    first: dict[tuple, tuple] = {}
+    for a in corpus():
+        for i, e in enumerate(a.ei["expressionsCode"]):
+            for f in e:
+                first.setdefault(("expr", f), (a, ("expressionsCode", i)))
+            for k, st in enumerate(e.get("code", [])):
+                at = ("expressionsCode", i, "code", k)
+                for f in st:
+                    first.setdefault(("step", f), (a, at))
+                for f in st["dest"]:
+                    first.setdefault(("dest", st["dest"]["type"], f), (a, at + ("dest",)))
+                for j, src in enumerate(st["src"]):
+                    for f in src:
+                        first.setdefault(("src", src["type"], f), (a, at + ("src", j)))
+    out = []
+    for label, (a, at) in sorted(first.items()):
+        out.append(("/".join(label), a.si, update(a.ei, at, lambda n, f=label[-1]: {k: v for k, v in n.items() if k != f}),
+                    a.name))
+    return out
+
+
+def test_every_deleted_code_field_is_refused_or_checked_against_the_oracle() -> None:
+    """Exhaustive where the fuzzing samples (session 23: a number operand's deleted `dim` passed the
+    model and crashed the oracle, found only by a host-check rate that happened to pick it): every
+    field of an operand, a dest, a step or an expression of the corpus' code, deleted. Each input
+    ends in a ModelError naming that field's path, or its kernel is host-compiled and matches the
+    oracle. The fields the model needs and the ones it ignores are pinned, so that a change of what
+    it accepts is seen here."""
+    stats, outcome = Stats(), {}
+    for label, si, ei, name in _field_deletions():
+        outcome[label] = run_pipeline(si, ei, stats, 3, host=True)
+    accepted = sorted(k for k, v in outcome.items() if v == "kernel")
+    assert accepted == sorted([
+        "dest/q/id", "dest/tmp/prime", "expr/dest", "expr/line", "expr/stage", "expr/tmpUsed",
+        "src/airgroupvalue/stage", "src/airvalue/stage", "src/challenge/stage", "src/challenge/stageId",
+        "src/cm/expId", "src/proofvalue/stage", "src/tmp/expId", "src/tmp/prime", "src/xDivXSubXi/opening"]), accepted
+    assert stats.host_checked == len(accepted) and stats.oracle_refused == 0
+    assert {k for k, v in outcome.items() if v == "model_error"} >= {"src/number/dim", "src/Zi/dim", "src/cm/dim",
+                                                                     "src/number/value", "src/cm/prime", "dest/tmp/dim"}
+
+
 # ------------------------------------------------------------------- targeted regressions
 def _tiny() -> tuple[dict, dict]:
     return json.loads((TINY / "Tiny.starkinfo.json").read_text()), json.loads((TINY / "Tiny.expressionsinfo.json").read_text())
