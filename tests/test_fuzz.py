@@ -401,6 +401,7 @@ def _field_deletions() -> list[tuple[str, Any, Any, str]]:
     return out
 
 
+@pytest.mark.requires("pk", "gxx")
 def test_every_deleted_code_field_is_refused_or_checked_against_the_oracle() -> None:
     """Exhaustive where the fuzzing samples (session 23: a number operand's deleted `dim` passed the
     model and crashed the oracle, found only by a host-check rate that happened to pick it): every
