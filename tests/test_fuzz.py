@@ -422,6 +422,38 @@ def test_every_deleted_code_field_is_refused_or_checked_against_the_oracle() -> 
                                                                      "src/number/value", "src/cm/prime", "dest/tmp/dim"}
 
 
+def _starkinfo_deletions() -> list[tuple[str, Any, Any]]:
+    """Each top-level field of the corpus' starkinfos, each field of an object under it and of the
+    first element of a list under it, deleted from its first occurrence: (label, mutated si, ei)."""
+    first: dict[tuple, tuple] = {}
+    for a in corpus():
+        for f, v in a.si.items():
+            first.setdefault((f,), (a, ()))
+            if isinstance(v, dict):
+                for g in v:
+                    first.setdefault((f, g), (a, (f,)))
+            elif isinstance(v, list) and v and isinstance(v[0], dict):
+                for g in v[0]:
+                    first.setdefault((f, "[0]", g), (a, (f, 0)))
+    return [("/".join(label), update(a.si, at, lambda n, f=label[-1]: {k: v for k, v in n.items() if k != f}), a.ei)
+            for label, (a, at) in sorted(first.items())]
+
+
+@pytest.mark.requires("pk", "gxx")
+def test_every_deleted_starkinfo_field_is_refused_or_checked_against_the_oracle() -> None:
+    """The same for the starkinfo (78 fields on the corpus): a ModelError, or a kernel host-checked
+    against the oracle; the fields the kernels depend on are refused."""
+    stats, outcome = Stats(), {}
+    for label, si, ei in _starkinfo_deletions():
+        outcome[label] = run_pipeline(si, ei, stats, 3, host=True)
+    assert stats.host_checked == sum(v == "kernel" for v in outcome.values()) > 0 and stats.oracle_refused == 0
+    assert {k for k, v in outcome.items() if v == "model_error"} == {
+        "airId", "airValuesMap/[0]/stage", "airgroupId", "airgroupValuesMap/[0]/stage", "boundaries",
+        "boundaries/[0]/name", "cExpId", "challengesMap", "cmPolsMap", "cmPolsMap/[0]/dim", "cmPolsMap/[0]/stage",
+        "cmPolsMap/[0]/stagePos", "evMap", "mapSectionsN", "nConstants", "nStages", "openingPoints",
+        "proofValuesMap/[0]/stage", "qDim", "starkStruct", "starkStruct/nBits", "starkStruct/nBitsExt"}
+
+
 # ------------------------------------------------------------------- targeted regressions
 def _tiny() -> tuple[dict, dict]:
     return json.loads((TINY / "Tiny.starkinfo.json").read_text()), json.loads((TINY / "Tiny.expressionsinfo.json").read_text())
