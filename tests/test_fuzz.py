@@ -454,6 +454,34 @@ def test_every_deleted_starkinfo_field_is_refused_or_checked_against_the_oracle(
         "proofValuesMap/[0]/stage", "qDim", "starkStruct", "starkStruct/nBits", "starkStruct/nBitsExt"}
 
 
+def _hint_deletions() -> list[tuple[str, Any, Any]]:
+    """Each field of a hint value, by hint name and value op, deleted from its first occurrence in
+    the corpus: (label, si, mutated ei)."""
+    first: dict[tuple, tuple] = {}
+    for a in corpus():
+        for h, hint in enumerate(a.ei.get("hintsInfo", [])):
+            for i, fld in enumerate(hint.get("fields", [])):
+                for j, val in enumerate(fld.get("values", [])):
+                    for f in val if isinstance(val, dict) else ():
+                        first.setdefault((hint["name"], str(val.get("op")), f),
+                                         (a, ("hintsInfo", h, "fields", i, "values", j)))
+    return [("/".join(label), a.si, update(a.ei, at, lambda n, f=label[-1]: {k: v for k, v in n.items() if k != f}))
+            for label, (a, at) in sorted(first.items())]
+
+
+@pytest.mark.requires("pk", "gxx")
+def test_every_deleted_hint_field_is_refused_or_checked_against_the_oracle() -> None:
+    """The same for the hints (which expressions the prover evaluates and with which numerator dim;
+    121 fields on the corpus): a ModelError, or a kernel host-checked against the oracle."""
+    stats, outcome = Stats(), {}
+    for label, si, ei in _hint_deletions():
+        outcome[label] = run_pipeline(si, ei, stats, 3, host=True)
+    assert stats.host_checked == sum(v == "kernel" for v in outcome.values()) > 100 and stats.oracle_refused == 0
+    assert {k for k, v in outcome.items() if v == "model_error"} == {
+        "gprod_col/number/op", "gprod_col/tmp/id", "gprod_col/tmp/op", "gsum_col/tmp/id", "gsum_member_data/tmp/id",
+        "im_col/number/op", "im_col/tmp/id", "im_col/tmp/op"}
+
+
 # ------------------------------------------------------------------- targeted regressions
 def _tiny() -> tuple[dict, dict]:
     return json.loads((TINY / "Tiny.starkinfo.json").read_text()), json.loads((TINY / "Tiny.expressionsinfo.json").read_text())
