@@ -376,42 +376,65 @@ def test_fuzz_json_10k() -> None:
     assert stats.host_checked > 0, report
 
 
-# ------------------------------------------------------------ every field of the code deleted
-def _field_deletions() -> list[tuple[str, Any, Any, str]]:
-    """Each field that some operand, step or expression of the corpus' expressionsCode has, deleted
-    from its first occurrence (of that operand type / dest type): (label, si, mutated ei, AIR)."""
+# ------------------------------------------------------------ every field deleted or replaced
+def _first_fields(part: str) -> list[tuple[str, Any, str, tuple, str]]:
+    """The fields of one part of the corpus' AIRs, each at its first occurrence: (label, AIR, "si" or
+    "ei", the path of the object holding it, the field). Parts: "code" (expressionsCode: each field of
+    an operand by operand type, of a dest by dest type, of a step, of an expression), "starkinfo"
+    (top level, and one level down: an object's fields and those of a list's first element) and
+    "hints" (each field of a hint value, by hint name and value op)."""
     first: dict[tuple, tuple] = {}
     for a in corpus():
-        for i, e in enumerate(a.ei["expressionsCode"]):
-            for f in e:
-                first.setdefault(("expr", f), (a, ("expressionsCode", i)))
-            for k, st in enumerate(e.get("code", [])):
-                at = ("expressionsCode", i, "code", k)
-                for f in st:
-                    first.setdefault(("step", f), (a, at))
-                for f in st["dest"]:
-                    first.setdefault(("dest", st["dest"]["type"], f), (a, at + ("dest",)))
-                for j, src in enumerate(st["src"]):
-                    for f in src:
-                        first.setdefault(("src", src["type"], f), (a, at + ("src", j)))
-    out = []
-    for label, (a, at) in sorted(first.items()):
-        out.append(("/".join(label), a.si, update(a.ei, at, lambda n, f=label[-1]: {k: v for k, v in n.items() if k != f}),
-                    a.name))
-    return out
+        if part == "code":
+            for i, e in enumerate(a.ei["expressionsCode"]):
+                for f in e:
+                    first.setdefault(("expr", f), (a, "ei", ("expressionsCode", i)))
+                for k, st in enumerate(e.get("code", [])):
+                    at = ("expressionsCode", i, "code", k)
+                    for f in st:
+                        first.setdefault(("step", f), (a, "ei", at))
+                    for f in st["dest"]:
+                        first.setdefault(("dest", st["dest"]["type"], f), (a, "ei", at + ("dest",)))
+                    for j, src in enumerate(st["src"]):
+                        for f in src:
+                            first.setdefault(("src", src["type"], f), (a, "ei", at + ("src", j)))
+        elif part == "starkinfo":
+            for f, v in a.si.items():
+                first.setdefault((f,), (a, "si", ()))
+                if isinstance(v, dict):
+                    for g in v:
+                        first.setdefault((f, g), (a, "si", (f,)))
+                elif isinstance(v, list) and v and isinstance(v[0], dict):
+                    for g in v[0]:
+                        first.setdefault((f, "[0]", g), (a, "si", (f, 0)))
+        else:
+            for h, hint in enumerate(a.ei.get("hintsInfo", [])):
+                for i, fld in enumerate(hint.get("fields", [])):
+                    for j, val in enumerate(fld.get("values", [])):
+                        for f in val if isinstance(val, dict) else ():
+                            first.setdefault((hint["name"], str(val.get("op")), f),
+                                             (a, "ei", ("hintsInfo", h, "fields", i, "values", j)))
+    return [("/".join(label), a, doc, at, label[-1]) for label, (a, doc, at) in sorted(first.items())]
+
+
+def _outcomes(part: str) -> tuple[Stats, dict[str, str]]:
+    """run_pipeline (host check on) of each field of `part` deleted: {label: outcome}."""
+    stats, outcome = Stats(), {}
+    for label, a, doc, at, f in _first_fields(part):
+        docs = {"si": a.si, "ei": a.ei}
+        docs[doc] = update(docs[doc], at, lambda n, f=f: {k: v for k, v in n.items() if k != f})
+        outcome[label] = run_pipeline(docs["si"], docs["ei"], stats, 3, host=True)
+    return stats, outcome
 
 
 @pytest.mark.requires("pk", "gxx")
 def test_every_deleted_code_field_is_refused_or_checked_against_the_oracle() -> None:
     """Exhaustive where the fuzzing samples (session 23: a number operand's deleted `dim` passed the
     model and crashed the oracle, found only by a host-check rate that happened to pick it): every
-    field of an operand, a dest, a step or an expression of the corpus' code, deleted. Each input
-    ends in a ModelError naming that field's path, or its kernel is host-compiled and matches the
-    oracle. The fields the model needs and the ones it ignores are pinned, so that a change of what
-    it accepts is seen here."""
-    stats, outcome = Stats(), {}
-    for label, si, ei, name in _field_deletions():
-        outcome[label] = run_pipeline(si, ei, stats, 3, host=True)
+    field of an operand, a dest, a step or an expression of the corpus' code (63), deleted. Each
+    input ends in a ModelError naming that field's path, or its kernel is host-compiled and matches
+    the oracle. The fields the model ignores are pinned, so that a change of what it accepts shows."""
+    stats, outcome = _outcomes("code")
     accepted = sorted(k for k, v in outcome.items() if v == "kernel")
     assert accepted == sorted([
         "dest/q/id", "dest/tmp/prime", "expr/dest", "expr/line", "expr/stage", "expr/tmpUsed",
@@ -422,30 +445,11 @@ def test_every_deleted_code_field_is_refused_or_checked_against_the_oracle() -> 
                                                                      "src/number/value", "src/cm/prime", "dest/tmp/dim"}
 
 
-def _starkinfo_deletions() -> list[tuple[str, Any, Any]]:
-    """Each top-level field of the corpus' starkinfos, each field of an object under it and of the
-    first element of a list under it, deleted from its first occurrence: (label, mutated si, ei)."""
-    first: dict[tuple, tuple] = {}
-    for a in corpus():
-        for f, v in a.si.items():
-            first.setdefault((f,), (a, ()))
-            if isinstance(v, dict):
-                for g in v:
-                    first.setdefault((f, g), (a, (f,)))
-            elif isinstance(v, list) and v and isinstance(v[0], dict):
-                for g in v[0]:
-                    first.setdefault((f, "[0]", g), (a, (f, 0)))
-    return [("/".join(label), update(a.si, at, lambda n, f=label[-1]: {k: v for k, v in n.items() if k != f}), a.ei)
-            for label, (a, at) in sorted(first.items())]
-
-
 @pytest.mark.requires("pk", "gxx")
 def test_every_deleted_starkinfo_field_is_refused_or_checked_against_the_oracle() -> None:
     """The same for the starkinfo (78 fields on the corpus): a ModelError, or a kernel host-checked
     against the oracle; the fields the kernels depend on are refused."""
-    stats, outcome = Stats(), {}
-    for label, si, ei in _starkinfo_deletions():
-        outcome[label] = run_pipeline(si, ei, stats, 3, host=True)
+    stats, outcome = _outcomes("starkinfo")
     assert stats.host_checked == sum(v == "kernel" for v in outcome.values()) > 0 and stats.oracle_refused == 0
     assert {k for k, v in outcome.items() if v == "model_error"} == {
         "airId", "airValuesMap/[0]/stage", "airgroupId", "airgroupValuesMap/[0]/stage", "boundaries",
@@ -454,32 +458,39 @@ def test_every_deleted_starkinfo_field_is_refused_or_checked_against_the_oracle(
         "proofValuesMap/[0]/stage", "qDim", "starkStruct", "starkStruct/nBits", "starkStruct/nBitsExt"}
 
 
-def _hint_deletions() -> list[tuple[str, Any, Any]]:
-    """Each field of a hint value, by hint name and value op, deleted from its first occurrence in
-    the corpus: (label, si, mutated ei)."""
-    first: dict[tuple, tuple] = {}
-    for a in corpus():
-        for h, hint in enumerate(a.ei.get("hintsInfo", [])):
-            for i, fld in enumerate(hint.get("fields", [])):
-                for j, val in enumerate(fld.get("values", [])):
-                    for f in val if isinstance(val, dict) else ():
-                        first.setdefault((hint["name"], str(val.get("op")), f),
-                                         (a, ("hintsInfo", h, "fields", i, "values", j)))
-    return [("/".join(label), a.si, update(a.ei, at, lambda n, f=label[-1]: {k: v for k, v in n.items() if k != f}))
-            for label, (a, at) in sorted(first.items())]
-
-
 @pytest.mark.requires("pk", "gxx")
 def test_every_deleted_hint_field_is_refused_or_checked_against_the_oracle() -> None:
     """The same for the hints (which expressions the prover evaluates and with which numerator dim;
     121 fields on the corpus): a ModelError, or a kernel host-checked against the oracle."""
-    stats, outcome = Stats(), {}
-    for label, si, ei in _hint_deletions():
-        outcome[label] = run_pipeline(si, ei, stats, 3, host=True)
+    stats, outcome = _outcomes("hints")
     assert stats.host_checked == sum(v == "kernel" for v in outcome.values()) > 100 and stats.oracle_refused == 0
     assert {k for k, v in outcome.items() if v == "model_error"} == {
         "gprod_col/number/op", "gprod_col/tmp/id", "gprod_col/tmp/op", "gsum_col/tmp/id", "gsum_member_data/tmp/id",
         "im_col/number/op", "im_col/tmp/id", "im_col/tmp/op"}
+
+
+#: what each field is set to in turn by the slow sweep: boundary integers, field edges, wrong types
+ALTERNATES = (0, 1, 2, 3, -1, 7, 64, 0xFFFFFFFF00000000, 0xFFFFFFFF00000001, (1 << 64) - 1, 1 << 64, "3", None,
+              [], {}, True, 1.5, [0], ["everyRow"])
+
+
+@pytest.mark.slow
+@pytest.mark.requires("pk", "gxx")
+def test_every_field_set_to_each_alternate_value() -> None:
+    """Every field of the three parts above set in turn to each of ALTERNATES (session 23: 4,978
+    inputs, 1,568 ModelErrors, 3,385 kernels host-checked, 945 M words, 8.4 min on 2 cores): only
+    ModelErrors, clean C and kernels that match the oracle (run_pipeline's properties); any other
+    exception fails."""
+    stats = Stats()
+    for part in ("code", "starkinfo", "hints"):
+        for label, a, doc, at, f in _first_fields(part):
+            for alt in ALTERNATES:
+                docs = {"si": a.si, "ei": a.ei}
+                docs[doc] = update(docs[doc], at + (f,), lambda _v, alt=alt: alt)
+                run_pipeline(docs["si"], docs["ei"], stats, 3, host=True)
+    print(json.dumps(stats.to_json(), indent=1))
+    assert stats.inputs == stats.model_error + stats.air_skip + stats.kernel
+    assert stats.host_checked + stats.host_too_big + stats.oracle_refused == stats.kernel > 1000
 
 
 # ------------------------------------------------------------------- targeted regressions
