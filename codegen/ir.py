@@ -201,7 +201,9 @@ def _lower(r: Resolver, expr: Expression, extended: bool) -> KernelIR:
             env[d.id] = Val(len(ops), op.dim)
         elif k != last or (d.type != "q" or not extended):
             raise _Refuse(f"{where}.dest: a {d.type} destination before the last op")
-        if d.dim != op.dim and not (d.type == "q" and k == last):
+        # q's too: the .bin writer looks each op up by (dest dim, source dims) and refuses a q dest
+        # whose dim is not its op's (parser_args.rs "Operation not considered"), so no prover runs one
+        if d.dim != op.dim:
             raise _Refuse(f"{where}.dest: dim {d.dim} but the op yields dim {op.dim}")
         ops.append(op)
     return KernelIR(expr.exp_id, extended, tuple(ops))
