@@ -17,10 +17,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import statistics
 import sys
 from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from bench.exprs_compare import table  # noqa: E402
 
 MAX_OPS = 150
 Q_TARGET, X_TARGET = 0.70, 0.60
@@ -47,10 +52,6 @@ def _short(rel: str) -> str:
     return f"{parts[0]}/{parts[-1]}"
 
 
-def _table(head: list[str], rows: list[list[str]]) -> list[str]:
-    return ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)] + ["| " + " | ".join(r) + " |" for r in rows]
-
-
 def q_table(run: dict, anc: dict[str, float], max_ops: int = MAX_OPS) -> tuple[list[str], dict]:
     rows, shares, slower, speedups = [], [], [], []
     for r in run["results"]:
@@ -69,8 +70,8 @@ def q_table(run: dict, anc: dict[str, float], max_ops: int = MAX_OPS) -> tuple[l
         rows.append([name, str(r["ops"]), f"{before:.3f}" if before else "-", f"{gen:.3f}",
                      f"{before / gen:.2f}x" if before else "-", f"{r['floor_ms']:.3f}", f"{share:.0%}",
                      f"{orig:.3f}" if orig is not None else "-", f"{orig / gen:.2f}x" if orig is not None else "-"])
-    lines = _table(["AIR", "ops", "before ms", "after ms", "speed-up", "floor ms", "floor / after",
-                    "the original's ms", "after vs the original"], rows)
+    lines = table(["AIR", "ops", "before ms", "after ms", "speed-up", "floor ms", "floor / after",
+                    "the original's ms", "after vs the original"], rows).split("\n")
     summary = {"airs": len(rows), "median_share": statistics.median(shares) if shares else None,
                "median_speedup": statistics.median(speedups) if speedups else None, "slower_than_original": slower}
     if shares:
@@ -94,8 +95,8 @@ def x_table(ex: dict) -> tuple[list[str], dict]:
         rows.append([_short(r["rel"]), str(r["exprs_timed"]), str(r["launches_timed"]), f"{r['gen_ms']:.3f}",
                      f"{r['interp_ms']:.3f}", f"{r['floor_ms']:.3f}", f"{share:.0%}", f"{r['speedup']:.2f}x",
                      "yes" if ident and r.get("status") == "ok" else "**no**"])
-    lines = _table(["AIR", "expressions", "launches", "generated ms", "interpreter ms", "floor ms", "% of floor",
-                    "vs interpreter", "bit-identical"], rows)
+    lines = table(["AIR", "expressions", "launches", "generated ms", "interpreter ms", "floor ms", "% of floor",
+                    "vs interpreter", "bit-identical"], rows).split("\n")
     summary = {"airs": len(rows), "median_share": statistics.median(shares) if shares else None,
                "all_identical": all(r[-1] == "yes" for r in rows)}
     if shares:

@@ -37,7 +37,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 VARIANTS = {"cur": [], "m050": ["-DEXPS_GL_MUL_V050"], "mw5": ["-DEXPS_GL_MUL_W5"]}
-_INS = re.compile(r"\s+/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_.]+)(.*)")
+_INS = re.compile(r"\s+/\*[0-9a-f]{4,}\*/\s+(@!?U?P\w+\s+)?([A-Z0-9_.]+)(.*)")
 _OVERHEAD = re.compile(r"^(LDC|S2R|ULDC|LDG|STG|EXIT|BRA)|^IMAD\.WIDE$")
 
 
@@ -66,19 +66,27 @@ def registers(ptxas_log: str) -> tuple[dict[str, int], dict[str, int]]:
     return regs, spills
 
 
-def pipes(cubin: Path, skip_overhead: bool) -> dict[str, collections.Counter]:
+def instructions(cubin: Path):
+    """(kernel, opcode, operands, predicated) of each SASS instruction of `cubin` but NOPs, in order;
+    (kernel, None, "", False) first for each kernel (cuobjdump -sass)."""
     text = subprocess.run(["cuobjdump", "-sass", str(cubin)], capture_output=True, text=True, check=True).stdout
-    res: dict[str, collections.Counter] = {}
     name = None
     for ln in text.splitlines():
         if "Function :" in ln:
             name = ln.split("Function :")[1].strip()
-            res[name] = collections.Counter()
+            yield name, None, "", False
             continue
         m = _INS.match(ln)
-        if not m or name is None or m.group(1).startswith("NOP"):
+        if m and name is not None and not m.group(2).startswith("NOP"):
+            yield name, m.group(2), m.group(3), m.group(1) is not None
+
+
+def pipes(cubin: Path, skip_overhead: bool) -> dict[str, collections.Counter]:
+    res: dict[str, collections.Counter] = {}
+    for name, op, rest, _pred in instructions(cubin):
+        if op is None:
+            res[name] = collections.Counter()
             continue
-        op, rest = m.group(1), m.group(2)
         # address arithmetic of the probe kernels: IMAD.WIDE Rd, Ri, 0x8 / 0x18 (element sizes)
         if skip_overhead and (_OVERHEAD.match(op) and (not op.startswith("IMAD") or re.search(r", 0x(8|18),", rest))):
             continue
@@ -100,18 +108,15 @@ _UNTIMED = re.compile(r"^(U|R2UR|S2UR|LD|ST|S2R|BRA|EXIT|CALL|RET|BAR|BSSY|BSYNC
 
 def hot_path(cubin: Path) -> dict[str, collections.Counter]:
     """{kernel: Counter(issue, fma, alu)}: the hot path's issue slots and pipe cycles (module doc)."""
-    text = subprocess.run(["cuobjdump", "-sass", str(cubin)], capture_output=True, text=True, check=True).stdout
     res: dict[str, collections.Counter] = {}
-    name, done = None, False
-    for ln in text.splitlines():
-        if "Function :" in ln:
-            name, done = ln.split("Function :")[1].strip(), False
+    done: set[str] = set()
+    for name, op, _rest, pred in instructions(cubin):
+        if op is None:
             res[name] = collections.Counter()
             continue
-        m = _INS.match(ln)
-        if not m or name is None or done or m.group(1).startswith("NOP"):
+        if name in done:
             continue
-        op, c = m.group(1), res[name]
+        c = res[name]
         c["issue"] += 1
         if re.match(r"IMAD\.(WIDE|HI)", op):
             c["fma"] += 4
@@ -119,8 +124,8 @@ def hot_path(cubin: Path) -> dict[str, collections.Counter]:
             c["fma"] += 2
         elif not _UNTIMED.match(op):
             c["alu"] += 2
-        if op == "EXIT" and not re.match(r"\s+/\*[0-9a-f]+\*/\s+@", ln):
-            done = True
+        if op == "EXIT" and not pred:
+            done.add(name)
     return res
 
 
