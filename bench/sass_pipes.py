@@ -14,7 +14,9 @@ fallback) in issue slots and in cycles of each integer pipe of one SM sub-partit
 11's H200 rates (bench/data/fma-pipe-h200-s11.txt: IMAD.WIDE / IMAD.HI 4 cycles a warp
 instruction, other IMAD* 2, ALU 2), and the larger of the three as the kernel's model; printed as
 B / A medians per kind (Q chunks, expression WRITE kernels `_k`, inverse kernels `_ki`). Register
-loops on the GPU have run such counts' winners no faster (session 6's mw5): a model, not a timing.
+loops on the GPU have run such counts' winners no faster (session 6's mw5), and in full kernels
+neither form it favoured was faster (session 24: the IMAD.WIDE halves, model 0.889, ran 0.99x; the
+ALU reduction tail, model 0.928, ran 0.97x): a model, not a timing, and not a predictor either.
 
 Variants: cur (templates/gen_common.cuh as it is), m050 (-DEXPS_GL_MUL_V050: gl_mul of emitter
 0.5.0), mw5 (-DEXPS_GL_MUL_W5); --variants picks. Compiles with nvcc -cubin -arch=sm_XX -O3
