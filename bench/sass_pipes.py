@@ -5,7 +5,8 @@
     python3 bench/sass_pipes.py tus DIR           # every DIR/*/src/*.cu (`exps-codegen emit PK
                                                   #   --keep-dir DIR`): per kernel and in total
 
-    python3 bench/sass_pipes.py cubins DIR OUT [--templates T]   # every DIR/*/src/*.cu -> OUT/<DIR name>_*.cubin
+    python3 bench/sass_pipes.py cubins DIR OUT    # every DIR/*/src/*.cu -> OUT/<DIR name>_*.cubin, with
+                                                  #   the header emitted beside it (emit with each tree)
     python3 bench/sass_pipes.py dirs A B          # two such OUTs (two trees' templates), kernel by kernel
 
 `dirs` is a static pre-screen of a field-op change (session 23; issue #14): per kernel, the hot path
@@ -30,8 +31,8 @@ from __future__ import annotations
 import argparse
 import collections
 import math
-import statistics
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -43,9 +44,9 @@ _INS = re.compile(r"\s+/\*[0-9a-f]{4,}\*/\s+(@!?U?P\w+\s+)?([A-Z0-9_.]+)(.*)")
 _OVERHEAD = re.compile(r"^(LDC|S2R|ULDC|LDG|STG|EXIT|BRA)|^IMAD\.WIDE$")
 
 
-def compile_cubin(src: Path, out: Path, flags: list[str], arch: str, templates: Path = REPO / "templates") -> str:
+def compile_cubin(src: Path, out: Path, flags: list[str], arch: str) -> str:
     argv = ["nvcc", "-cubin", f"-arch=sm_{arch}", "-O3", "-std=c++17", "-DGL64_PARTIALLY_REDUCED",
-            "-Xptxas=-v", *flags, "-I", str(templates), "-I", str(REPO / "bench" / "baseline"), str(src), "-o", str(out)]
+            "-Xptxas=-v", *flags, "-I", str(REPO / "templates"), "-I", str(REPO / "bench" / "baseline"), str(src), "-o", str(out)]
     p = subprocess.run(argv, capture_output=True, text=True)
     if p.returncode:
         raise RuntimeError(f"{' '.join(argv)}:\n{p.stdout}{p.stderr}")
@@ -176,7 +177,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("what", choices=("probe", "tus", "cubins", "dirs"))
     ap.add_argument("dir", nargs="?", help="tus, cubins: the --keep-dir of `exps-codegen emit`; dirs: A")
     ap.add_argument("out", nargs="?", help="cubins: where the .cubin files go; dirs: B")
-    ap.add_argument("--templates", type=Path, default=REPO / "templates", help="cubins: the header's folder")
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--arch", default="90")
     a = ap.parse_args(argv)
@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         out.mkdir(parents=True, exist_ok=True)
         for tu in sorted(Path(a.dir).glob("*/src/*.cu")):
             if tu.name != "exps_xinv.cu":
-                compile_cubin(tu, out / f"{Path(a.dir).name}_{tu.parent.parent.name}_{tu.stem}.cubin", [], a.arch, a.templates)
+                compile_cubin(tu, out / f"{Path(a.dir).name}_{tu.parent.parent.name}_{tu.stem}.cubin", [], a.arch)
         return 0
     with tempfile.TemporaryDirectory() as tmp:
         if a.what == "probe":
