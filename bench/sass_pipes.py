@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """SASS instructions by integer pipe and registers, per variant of gl_mul (issue #13); host only.
 
-    python3 bench/sass_pipes.py probe             # bench/sass_probe.cu: k_add, k_sub, k_mul, k_mul3
+    python3 bench/sass_pipes.py probe             # bench/sass_probe.cu: k_add, k_sub, k_mul, k_mul3, k_mul3v, k_accmul
     python3 bench/sass_pipes.py tus DIR           # every DIR/*/src/*.cu (`exps-codegen emit PK
                                                   #   --keep-dir DIR`): per kernel and in total
 

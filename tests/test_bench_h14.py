@@ -81,6 +81,48 @@ def test_trace_domain_table_and_median() -> None:
     assert not s["all_identical"] and "**no**" in lines[2] and lines[-1].endswith("Must-show not met.")
 
 
+def test_products_bound_arithmetic() -> None:
+    """1,520,640,000 products in the 1 ms that 70% of a 0.7 ms floor allows are half of what an H200
+    issues of 11-instruction products (132 x 128 x 1.98e9 / 11 = 3.04128e12 a second); at 2 ms, a
+    quarter. A Q of more than 150 ops, or without a products count, is left out."""
+    run = {"results": [{"rel": "a/A/airs/X/air/X", "ops": 10, "gen_ms": 2.0, "floor_ms": 0.7, "muls_per_row": 1,
+                        "n_ext": 1_520_640_000},
+                       {"rel": "b/B/airs/Y/air/Y", "ops": 151, "gen_ms": 1.0, "floor_ms": 1.0, "muls_per_row": 1, "n_ext": 1},
+                       {"rel": "c/C/airs/Z/air/Z", "ops": 5, "gen_ms": 1.0, "floor_ms": 1.0, "n_ext": 1}]}
+    lines, s = H.product_bound(run)
+    assert s["airs"] == 1 and s["median_need"] == pytest.approx(0.5) and s["median_now"] == pytest.approx(0.25)
+    assert lines[2] == "| a/X | 10 | 1 | 0.700 | 1.000 | 50% | 2.000 | 25% |"
+    assert H.product_bound(run, instructions=22)[1]["median_need"] == pytest.approx(1.0)
+
+
+def test_products_bound_of_session_18s_round() -> None:
+    """docs/BENCHMARKS.md "Session 25": at 70% of the floor the products alone would take a median 50%
+    of the H200's issue slots (Connection1 97%), against 28% at the kernels' time."""
+    lines, s = H.product_bound(json.loads((DATA / "q-final-h200-s18.json").read_text()))
+    assert s["airs"] == 35 and round(s["median_need"], 4) == 0.5015 and round(s["max_need"], 4) == 0.9731
+    assert round(s["median_now"], 4) == 0.2797
+    assert "| fibonacci-square/U8Air | 16 | 30 | 0.102 | 0.146 | 28% | 0.179 | 23% |" in lines
+    assert "| connection/Connection1 | 96 | 190 | 0.188 | 0.269 | 97% | 0.564 | 46% |" in lines
+    assert "median **50%** (up to 97%)" in lines[-1]
+
+
+def test_trace_domain_products_bound(tmp_path: Path, capsys) -> None:
+    """docs/BENCHMARKS.md "Session 25": the trace-domain products at 60% of the floor would take a
+    median 34% of the H200's issue slots at 14 instructions an exact product (Intermediates 72%); the
+    CLI prints both bounds after the must-show tables."""
+    ex = json.loads((DATA / "exprs-h200-s14.json").read_text())
+    lines, s = H.x_product_bound(ex)
+    assert s["airs"] == 14 and round(s["median_need"], 4) == 0.3386 and round(s["median_now"], 4) == 0.1893
+    assert "| intermediate_sums/Intermediates | 112 | 5670 | 8.250 | 72% | 37.105 | 27% |" in lines
+    anc = tmp_path / "a.md"
+    anc.write_text(ANCHORS_TEXT)
+    assert H.main(["--q", str(DATA / "q-final-h200-s18.json"), "--exprs", str(DATA / "exprs-h200-s14.json"),
+                   "--anchors", str(anc)]) == 0
+    out = capsys.readouterr().out
+    assert "products alone would take a median **50%** (up to 97%)" in out
+    assert "trace-domain products alone would take a median **34%**" in out
+
+
 def test_cli_needs_an_input(capsys) -> None:
     with pytest.raises(SystemExit) as e:
         H.main([])
@@ -107,8 +149,13 @@ def test_hot_path_counts_a_probe_and_stops_at_the_exit(tmp_path: Path) -> None:
     cub = tmp_path / "a" / "p.cubin"
     cub.parent.mkdir()
     SP.compile_cubin(REPO / "bench" / "sass_probe.cu", cub, [], "90")
-    c = SP.hot_path(cub)["k_mul"]
+    hot = SP.hot_path(cub)
+    c = hot["k_mul"]
     assert (c["fma"], c["alu"]) == (36, 16)
+    # the probe's own 13 (4 LDC, S2R, ULDC, 3 address IMAD.WIDE, 2 LDG, STG, EXIT): gl_mul is 15;
+    # gl_acc_mul 12 (+ the xor k_accmul stores), above the 11 that h14_tables' products bound takes
+    assert c["issue"] - 13 == 15 and hot["k_accmul"]["issue"] - 13 - 1 == 12 > H.PRODUCT_INSTRUCTIONS
+    assert (hot["k_mul3"]["issue"], hot["k_mul3v"]["issue"]) == (252, 221)   # exact 3x3 vs the value form
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "p.cubin").write_bytes(cub.read_bytes())
     assert SP.compare_dirs(tmp_path / "a", tmp_path / "b") == []     # no Q / expression kernels in it

@@ -60,3 +60,19 @@ def test_ncu_small_pipes_asks_for_each_pipe_and_the_stalls(tmp_path: Path) -> No
         "dram__throughput.avg.pct_of_peak_sustained_elapsed", "sm__warps_active.avg.pct_of_peak_sustained_active",
         "launch__registers_per_thread", r"regex:smsp__average_warps_issue_stalled_[a-z_]+_per_issue_active\.ratio"]
     assert args[args.index("-k") + 1] == "regex:_q_c0_k"
+
+
+@pytest.mark.requires("nvcc")
+def test_fp64_product_is_exact_on_the_host(tmp_path: Path) -> None:
+    """bench/fp64_pipe.cu (session 25, issue #14: the FP64 pipe as a second multiplier): its
+    gl_mul_f64, built by nvcc and run on the host without a GPU, is a * b mod p on 2^22 pairs (every
+    pair of 25 edge words, small integers, uniform words) against __int128, and says it had no GPU."""
+    exe = tmp_path / "f64"
+    subprocess.run(["nvcc", "-O3", "-arch=sm_90", "-std=c++17", "-DGL64_PARTIALLY_REDUCED", "-I", "templates",
+                    "bench/fp64_pipe.cu", "-o", str(exe)], cwd=REPO, check=True, capture_output=True, timeout=300)
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="")          # the host check only, GPU or not
+    r = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.splitlines() == [
+        "host: gl_mul_f64 vs __int128 mod p: 4194304 pairs (625 edge pairs), 0 wrong",
+        "no GPU: host check only"]
