@@ -116,17 +116,9 @@ template <int K> __global__ void prim_loop(uint32_t* out, int iters) {
     for (int j = 0; j < 8; ++j) s ^= x[j];
     out[blockIdx.x * blockDim.x + threadIdx.x] = s;
 }
-template <int E> __global__ void mul_loop(const uint64_t* in, uint64_t* out, int iters) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    uint64_t x[8], y = in[i] | 1;
-    for (int j = 0; j < 8; ++j) x[j] = in[i + j];
-    for (int k = 0; k < iters; ++k)
-#pragma unroll
-        for (int j = 0; j < 8; ++j) x[j] = mulx<E>(x[j], y);
-    uint64_t s = 0;
-    for (int j = 0; j < 8; ++j) s ^= x[j];
-    out[i] = s;
-}
+template <int E> struct MulX {
+    static __device__ __forceinline__ uint64_t f(int, uint64_t x, uint64_t y) { return mulx<E>(x, y); }
+};
 template <int E> __global__ void mul_one(const uint64_t* a, const uint64_t* b, uint64_t* o, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) o[i] = mulx<E>(a[i], b[i]);
 }
@@ -161,7 +153,7 @@ int main() {
                    median_ms([&] { prim_loop<2><<<blocks, threads>>>(po, it * 8); }), median_ms([&] { prim_loop<3><<<blocks, threads>>>(po, it * 8); })};
     for (int j = 0; j < 4; ++j) printf("%-30s %.3f ms  %.0f G warp-instr/s per SM-clock basis: %.2f lanes/clk/SM\n", pn[j], pm[j],
                                         thr * it * 64 / pm[j] / 1e6 / 32, thr * it * 64 / (pm[j] * 1e-3) / 132 / 1.98e9);
-    float m0 = median_ms([&] { mul_loop<0><<<blocks, threads>>>(da, o0, it); }), m1 = median_ms([&] { mul_loop<1><<<blocks, threads>>>(da, o0, it); });
+    float m0 = median_ms([&] { mul_chains8<MulX<0>><<<blocks, threads>>>(da, o0, it); }), m1 = median_ms([&] { mul_chains8<MulX<1>><<<blocks, threads>>>(da, o0, it); });
     printf("gl_mul    %.3f ms %.0f G mults/s\ngl_mul_e4 %.3f ms %.0f G mults/s (%.3fx)\n", m0, thr * it * 8 / m0 / 1e6, m1, thr * it * 8 / m1 / 1e6, m0 / m1);
     float q0 = median_ms([&] { m33_chain<M33<0>><<<blocks, threads>>>((gl3*)da, (gl3*)o0, it / 2); }), q1 = median_ms([&] { m33_chain<M33<1>><<<blocks, threads>>>((gl3*)da, (gl3*)o0, it / 2); });
     printf("3x3+add (gl_acc_mul)    %.3f ms %.0f G base mults/s (6 per product)\n3x3+add (gl_acc_mul_e4) %.3f ms %.0f G (%.3fx)\n",

@@ -64,17 +64,10 @@ EXPS_HD uint64_t gl_mul_f64(uint64_t a, uint64_t b) {
 
 __device__ __forceinline__ uint64_t mul_int(uint64_t a, uint64_t b) { return gl_mul(a, b); }
 
-template <int NI> __global__ void mix_loop(const uint64_t* in, uint64_t* out, int iters) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    uint64_t x[8], y = in[i] | 1;
-    for (int j = 0; j < 8; ++j) x[j] = in[i + j];
-    for (int k = 0; k < iters; ++k)
-#pragma unroll
-        for (int j = 0; j < 8; ++j) x[j] = j < NI ? mul_int(x[j], y) : gl_mul_f64(x[j], y);
-    uint64_t s = 0;
-    for (int j = 0; j < 8; ++j) s ^= x[j];
-    out[i] = s;
-}
+// chain j < NI: gl_mul; the others gl_mul_f64 (bench/m33_bench.cuh's mul_chains8)
+template <int NI> struct Mix {
+    static __device__ __forceinline__ uint64_t f(int j, uint64_t x, uint64_t y) { return j < NI ? mul_int(x, y) : gl_mul_f64(x, y); }
+};
 __global__ void f64_one(const uint64_t* a, const uint64_t* b, uint64_t* o, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) o[i] = gl_canon(gl_mul_f64(a[i], b[i]));
 }
@@ -118,9 +111,9 @@ int main() {
     printf("device: canon(gl_mul_f64) vs canon(gl_mul): %d pairs, %ld differing\n", n, dbad);
     const int blocks = 132 * 8, threads = 256, it = 512;
     const double thr = (double)blocks * threads;
-    float ms[5] = {median_ms([&] { mix_loop<8><<<blocks, threads>>>(da, o0, it); }), median_ms([&] { mix_loop<7><<<blocks, threads>>>(da, o0, it); }),
-                   median_ms([&] { mix_loop<6><<<blocks, threads>>>(da, o0, it); }), median_ms([&] { mix_loop<4><<<blocks, threads>>>(da, o0, it); }),
-                   median_ms([&] { mix_loop<0><<<blocks, threads>>>(da, o0, it); })};
+    float ms[5] = {median_ms([&] { mul_chains8<Mix<8>><<<blocks, threads>>>(da, o0, it); }), median_ms([&] { mul_chains8<Mix<7>><<<blocks, threads>>>(da, o0, it); }),
+                   median_ms([&] { mul_chains8<Mix<6>><<<blocks, threads>>>(da, o0, it); }), median_ms([&] { mul_chains8<Mix<4>><<<blocks, threads>>>(da, o0, it); }),
+                   median_ms([&] { mul_chains8<Mix<0>><<<blocks, threads>>>(da, o0, it); })};
     const int ni[5] = {8, 7, 6, 4, 0};
     for (int j = 0; j < 5; ++j)
         printf("chains gl_mul %d / gl_mul_f64 %d: %.3f ms, %.0f G mults/s (%.3fx the all-integer loop)\n", ni[j], 8 - ni[j], ms[j],

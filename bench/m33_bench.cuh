@@ -22,6 +22,20 @@ template <class Op> __global__ void m33_chain(const gl3* in, gl3* out, int iters
     out[i] = gl3_add(gl3_add(x0, x1), gl3_add(x2, x3));
 }
 
+// Register-only loop of base-field products: 8 independent chains per thread, x_j = Op::f(j, x_j, y)
+// with y the row's input word (bench/fma_pipe.cu, bench/fp64_pipe.cu).
+template <class Op> __global__ void mul_chains8(const uint64_t* in, uint64_t* out, int iters) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    uint64_t x[8], y = in[i] | 1;
+    for (int j = 0; j < 8; ++j) x[j] = in[i + j];
+    for (int k = 0; k < iters; ++k)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) x[j] = Op::f(j, x[j], y);
+    uint64_t s = 0;
+    for (int j = 0; j < 8; ++j) s ^= x[j];
+    out[i] = s;
+}
+
 // One product + add per row, stored canonical (forms that are right mod p compare equal).
 template <class Op> __global__ void m33_once(const gl3* a, const gl3* b, const gl3* c, gl3* o, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
