@@ -2,6 +2,7 @@
 """SASS instructions by integer pipe and registers, per variant of gl_mul (issue #13); host only.
 
     python3 bench/sass_pipes.py probe             # bench/sass_probe.cu: k_add, k_sub, k_mul, k_mul3, k_mul3v, k_accmul
+    python3 bench/sass_pipes.py probe FILE.cu --variants cur   # any other (bench/fp64_pipe.cu: FP64 counted apart)
     python3 bench/sass_pipes.py tus DIR           # every DIR/*/src/*.cu (`exps-codegen emit PK
                                                   #   --keep-dir DIR`): per kernel and in total
 
@@ -100,10 +101,15 @@ def pipes(cubin: Path, skip_overhead: bool) -> dict[str, collections.Counter]:
             c["heavy"] += 1
         elif op.startswith("IMAD"):
             c["fma"] += 1
+        elif _FP64.match(op):
+            c["fp64"] += 1
         else:
             c["alu"] += 1
             c["mov"] += op == "MOV"
     return res
+
+
+_FP64 = re.compile(r"^D(FMA|ADD|MUL|SETP|MNMX)")
 
 
 _UNTIMED = re.compile(r"^(U|R2UR|S2UR|LD|ST|S2R|BRA|EXIT|CALL|RET|BAR|BSSY|BSYNC|WARPSYNC)")
@@ -164,7 +170,8 @@ def compare_dirs(a: Path, b: Path) -> list[str]:
 
 
 def fmt(c: collections.Counter) -> str:
-    return f"{c['total']:6d} total  {c['alu']:6d} ALU ({c['mov']} MOV)  {c['fma']:6d} FMA  {c['heavy']:5d} FMA-heavy"
+    return (f"{c['total']:6d} total  {c['alu']:6d} ALU ({c['mov']} MOV)  {c['fma']:6d} FMA  {c['heavy']:5d} FMA-heavy"
+            + (f"  {c['fp64']:4d} FP64" if c["fp64"] else ""))
 
 
 def blocks_per_sm(regs: int, threads: int = 256) -> int:
@@ -175,7 +182,8 @@ def blocks_per_sm(regs: int, threads: int = 256) -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("what", choices=("probe", "tus", "cubins", "dirs"))
-    ap.add_argument("dir", nargs="?", help="tus, cubins: the --keep-dir of `exps-codegen emit`; dirs: A")
+    ap.add_argument("dir", nargs="?", help="tus, cubins: the --keep-dir of `exps-codegen emit`; dirs: A; "
+                    "probe: another .cu than bench/sass_probe.cu")
     ap.add_argument("out", nargs="?", help="cubins: where the .cubin files go; dirs: B")
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--arch", default="90")
@@ -197,9 +205,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     with tempfile.TemporaryDirectory() as tmp:
         if a.what == "probe":
+            src = Path(a.dir) if a.dir else REPO / "bench" / "sass_probe.cu"
             for v in variants:
                 cub = Path(tmp) / f"{v}.cubin"
-                compile_cubin(REPO / "bench" / "sass_probe.cu", cub, VARIANTS[v], a.arch)
+                compile_cubin(src, cub, VARIANTS[v], a.arch)
                 for fn, c in sorted(pipes(cub, True).items()):
                     print(f"{v:5s} {fn:8s} {fmt(c)}")
             return 0

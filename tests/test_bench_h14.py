@@ -159,3 +159,17 @@ def test_hot_path_counts_a_probe_and_stops_at_the_exit(tmp_path: Path) -> None:
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "p.cubin").write_bytes(cub.read_bytes())
     assert SP.compare_dirs(tmp_path / "a", tmp_path / "b") == []     # no Q / expression kernels in it
+
+
+@pytest.mark.requires("nvcc", "cuobjdump")
+def test_fp64_product_counts(tmp_path: Path) -> None:
+    """docs/BENCHMARKS.md "Session 25": the FP64 pipe's exact product (bench/fp64_pipe.cu's f64_one)
+    is 15 FP64 instructions and 74 integer ones beside int_one's 24 (gl_mul and the same frame)."""
+    cub = tmp_path / "f.cubin"
+    SP.compile_cubin(REPO / "bench" / "fp64_pipe.cu", cub, [], "90")
+    c = {k: v for k, v in SP.pipes(cub, True).items() if k.startswith("_Z7")}
+    f64 = next(v for k, v in c.items() if "f64_one" in k)
+    i64 = next(v for k, v in c.items() if "int_one" in k)
+    assert (f64["fp64"], f64["alu"] + f64["fma"]) == (15, 74)
+    assert (i64["fp64"], i64["alu"] + i64["fma"]) == (0, 24)
+    assert "  15 FP64" in SP.fmt(f64) and "FP64" not in SP.fmt(i64)
