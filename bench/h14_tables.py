@@ -20,7 +20,8 @@ EXPRS.json: `bench/exprs.py --out`. Prints markdown:
    Nsight Compute) -- i.e. the share of every issue slot the products alone would take with every
    add, sum, reduction, load and store free -- and the same share at today's time;
 4. with --exprs, the same per AIR for its trace-domain launches at #14's 60%, at 14 instructions an
-   exact product (gl_mul, which they use, is 15).
+   exact product (gl_mul, which they use, is 15); products = the expression's bytecode's, without
+   the cubic inverse of an inverse launch, so this share is a floor of theirs.
 """
 from __future__ import annotations
 
