@@ -128,7 +128,8 @@ def product_bound(run: dict, max_ops: int = MAX_OPS, target: float = Q_TARGET,
     return lines, summary
 
 
-def x_product_bound(ex: dict, target: float = X_TARGET, instructions: int = EXACT_PRODUCT_INSTRUCTIONS) -> tuple[list[str], dict]:
+def x_product_bound(ex: dict, target: float = X_TARGET,
+                    instructions: int = EXACT_PRODUCT_INSTRUCTIONS) -> tuple[list[str], dict]:
     """Per AIR, product_bound's share for its trace-domain launches together (their products at
     `target` of their floor), at `instructions` per exact product."""
     cap = H200_SMS * ISSUE_LANES * SM_CLOCK_HZ / instructions

@@ -87,7 +87,8 @@ def test_products_bound_arithmetic() -> None:
     quarter. A Q of more than 150 ops, or without a products count, is left out."""
     run = {"results": [{"rel": "a/A/airs/X/air/X", "ops": 10, "gen_ms": 2.0, "floor_ms": 0.7, "muls_per_row": 1,
                         "n_ext": 1_520_640_000},
-                       {"rel": "b/B/airs/Y/air/Y", "ops": 151, "gen_ms": 1.0, "floor_ms": 1.0, "muls_per_row": 1, "n_ext": 1},
+                       {"rel": "b/B/airs/Y/air/Y", "ops": 151, "gen_ms": 1.0, "floor_ms": 1.0, "muls_per_row": 1,
+                        "n_ext": 1},
                        {"rel": "c/C/airs/Z/air/Z", "ops": 5, "gen_ms": 1.0, "floor_ms": 1.0, "n_ext": 1}]}
     lines, s = H.product_bound(run)
     assert s["airs"] == 1 and s["median_need"] == pytest.approx(0.5) and s["median_now"] == pytest.approx(0.25)
