@@ -99,11 +99,16 @@ def q_table(run: dict, anc: dict[str, float], max_ops: int = MAX_OPS) -> tuple[l
     return lines, summary
 
 
+def issue_capacity(instructions: int) -> float:
+    """Products a second an H200 issues of `instructions`-instruction products, issuing nothing else."""
+    return H200_SMS * ISSUE_LANES * SM_CLOCK_HZ / instructions
+
+
 def product_bound(run: dict, max_ops: int = MAX_OPS, target: float = Q_TARGET,
                   instructions: int = PRODUCT_INSTRUCTIONS) -> tuple[list[str], dict]:
     """Per Q of <= max_ops ops: the share of the H200's issue slots its base-field products alone
     would take at `target` of the copy floor (and at its time now), at `instructions` per product."""
-    cap = H200_SMS * ISSUE_LANES * SM_CLOCK_HZ / instructions      # products a second, nothing else issued
+    cap = issue_capacity(instructions)
     rows, need, now = [], [], []
     for r in run["results"]:
         gen = r.get("gen_ms")
@@ -132,7 +137,7 @@ def x_product_bound(ex: dict, target: float = X_TARGET,
                     instructions: int = EXACT_PRODUCT_INSTRUCTIONS) -> tuple[list[str], dict]:
     """Per AIR, product_bound's share for its trace-domain launches together (their products at
     `target` of their floor), at `instructions` per exact product."""
-    cap = H200_SMS * ISSUE_LANES * SM_CLOCK_HZ / instructions
+    cap = issue_capacity(instructions)
     rows, need, now = [], [], []
     for r in ex["results"]:
         cases = [c for c in r.get("cases", []) if "gen_ms" in c and c.get("muls_per_row") is not None]

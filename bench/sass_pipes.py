@@ -43,6 +43,7 @@ REPO = Path(__file__).resolve().parents[1]
 VARIANTS = {"cur": [], "m050": ["-DEXPS_GL_MUL_V050"], "mw5": ["-DEXPS_GL_MUL_W5"]}
 _INS = re.compile(r"\s+/\*[0-9a-f]{4,}\*/\s+(@!?U?P\w+\s+)?([A-Z0-9_.]+)(.*)")
 _OVERHEAD = re.compile(r"^(LDC|S2R|ULDC|LDG|STG|EXIT|BRA)|^IMAD\.WIDE$")
+_FP64 = re.compile(r"^D(FMA|ADD|MUL|SETP|MNMX)")
 
 
 def compile_cubin(src: Path, out: Path, flags: list[str], arch: str) -> str:
@@ -107,9 +108,6 @@ def pipes(cubin: Path, skip_overhead: bool) -> dict[str, collections.Counter]:
             c["alu"] += 1
             c["mov"] += op == "MOV"
     return res
-
-
-_FP64 = re.compile(r"^D(FMA|ADD|MUL|SETP|MNMX)")
 
 
 _UNTIMED = re.compile(r"^(U|R2UR|S2UR|LD|ST|S2R|BRA|EXIT|CALL|RET|BAR|BSSY|BSYNC|WARPSYNC)")
