@@ -25,9 +25,7 @@ from __future__ import annotations
 
 import logging
 import math
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable
 
 from codegen.ir import KernelIR, Val

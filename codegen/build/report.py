@@ -27,7 +27,6 @@ report.json, format 1:
 from __future__ import annotations
 
 import html
-import json
 import resource
 from pathlib import Path
 

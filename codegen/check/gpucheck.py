@@ -7,7 +7,6 @@ memory backend instead of host memory. Needs CuPy (`pip install -e .[gpu]`) and 
 """
 from __future__ import annotations
 
-import ctypes
 import sys
 import time
 from pathlib import Path

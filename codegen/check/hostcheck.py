@@ -23,7 +23,7 @@ from codegen.build import knobs as _knobs
 from codegen.emit import COMMON_FILES, RUNTIME, TEMPLATES, ExprKernel, KernelSource, render
 from codegen.coverage import Coverage
 from codegen.model import StarkInfo
-from codegen.plan import Plan, plan
+from codegen.plan import plan
 
 P = 0xFFFFFFFF00000001
 EPS = 0xFFFFFFFF
