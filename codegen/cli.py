@@ -15,7 +15,6 @@ and `exps-codegen gen-exps -p PK [--exps-arch A] [--exps-cap N] [--exps-chunk N]
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import shutil
@@ -105,7 +104,6 @@ def write_flat_keep(s, keep: Path) -> int:
     `gen_common.cuh`, and `gen.log` with one line `name, base, sym, slots` per AIR that has a
     kernel (name: the AIR's file base; base: its path in the key; sym: its kernel; slots:
     scratch slots of its Q). Returns the number of AIRs listed."""
-    import shutil
 
     from codegen.build.actions import read_json
     from codegen.discover import discover
@@ -161,11 +159,15 @@ def run_doit(s, targets: list[str], jobs: int = 1, emit_only: bool = False, extr
     check_state(s)
     ProgressReporter.settings = s
     ProgressReporter.emit_only = emit_only
+    streams = sys.stdout, sys.stderr
     try:
         return DoitMain(ModuleTaskLoader(mod)).run(argv + targets)
     except SystemExit as e:   # the reporter's exit 1 when the build state could not be saved
         return e.code if isinstance(e.code, int) else 1
     finally:
+        # doit's parallel run leaves its own writer in sys.stdout / sys.stderr: what we print after
+        # the run (the verify table, "sources in", "kept:") must reach the real ones
+        sys.stdout, sys.stderr = streams
         unlock_build(s)   # a process that embeds us may build again, or let another build run
 
 
@@ -211,27 +213,24 @@ def cmd_clean(a) -> int:
 
 
 def status_rows(s) -> list[dict]:
-    """Per AIR: current / stale / missing / skipped / refused / gone (a `.so` whose AIR became
-    unreadable or vanished: stale, the next build removes it)."""
+    """Per AIR: current / stale / missing / skipped / refused (and stale for a `.so` whose AIR
+    became unreadable or vanished: the next build removes it). Current and stale compare the
+    identity the placed `.so` embeds with the AIR's files on disk now (tasks.so_state); skipped
+    needs the skip to have been recorded for those very files."""
     from codegen.build.actions import read_json
-    from codegen.discover import scan
-    from codegen.emit import read_so_identity, source_hash
+    from codegen.discover import scan, shown
+    from codegen.tasks import so_state
     rows = []
     sc = scan(s.pk)
     for p in sc.placements:
         ir = read_json(Path(s.build) / p.key / "ir.json") or {}
         man = read_json(Path(s.build) / p.key / "manifest.json") or {}
-        skip = p.error or ir.get("air_skip") or man.get("skip") or ""
-        ident = read_so_identity(p.so_path)
-        if skip and not ident:
+        of_now = ir.get("content") == p.content
+        skip = p.error or (of_now and (ir.get("air_skip") or man.get("skip"))) or ""
+        state, why = so_state(s, p)
+        if state == "missing" and skip:
             state = "skipped"
-        elif ident is None:
-            state = "missing" if not p.so_path.exists() else "stale (no identity)"
-        elif ident == (EMITTER_VERSION, source_hash(p.content, s.hashed())):
-            state = "current"
-        else:
-            state = "stale"
-        rows.append({"air": p.rel, "kernel": p.key, "state": state, "reason": skip})
+        rows.append({"air": shown(p.rel), "kernel": p.key, "state": state, "reason": why or skip})
     for r in sc.refused:
         rows.append({"air": r.rel, "kernel": "", "state": "refused", "reason": r.reason})
     for b in sc.broken:
@@ -254,11 +253,27 @@ def cmd_status(a) -> int:
     return 0 if counts["stale"] == 0 else 3
 
 
+def _so_digest(so: Path) -> str | None:
+    """sha256 hex of a placed `.so`; None when there is none; "!<why>" when it is not a regular
+    file one can read (a FIFO, a device: never read)."""
+    import hashlib
+
+    from codegen.emit import open_so
+    if not os.path.lexists(so):
+        return None
+    h = hashlib.sha256()
+    try:
+        with open_so(so) as f:
+            while chunk := f.read(1 << 20):
+                h.update(chunk)
+    except OSError as e:
+        return f"!{e.strerror or e}"
+    return h.hexdigest()
+
+
 def cmd_verify_rebuild(a) -> int:
     """`verify --rebuild`: a fresh local build of a copy of the key's JSON, compared byte for
     byte with the `.so` files placed in the key. Exit 1 if any differs."""
-    import hashlib
-    import shutil
     import tempfile
 
     from codegen.discover import scan, shown
@@ -285,21 +300,23 @@ def cmd_verify_rebuild(a) -> int:
             finally:
                 ProgressReporter.show_summary = True
         bad = 0
-        w = max([len(p.rel) for p in sc.placements] + [3])
+        w = max([len(shown(p.rel)) for p in sc.placements] + [3])
         for p in sc.placements:
             mine, fresh = p.so_path, copy / (p.rel + ".exps.so")
-            if not mine.exists() and not fresh.exists():
+            placed = _so_digest(mine)
+            if placed is None and not fresh.exists():
                 res = "no .so (skipped both times)"
-            elif not mine.exists():
+            elif placed is None:
                 res = "no .so placed (a fresh build makes one: run the build)"
+            elif placed.startswith("!"):
+                res, bad = f"DIFFERS: the placed .so {placed[1:]}", bad + 1
             elif not fresh.exists():
                 res, bad = "DIFFERS: placed, but a fresh build makes none", bad + 1
-            elif mine.read_bytes() == fresh.read_bytes():
-                res = "identical (sha256 " + hashlib.sha256(mine.read_bytes()).hexdigest()[:16] + ")"
+            elif placed == _so_digest(fresh):
+                res = f"identical (sha256 {placed[:16]})"
             else:
                 bad += 1
-                res = (f"DIFFERS: sha256 {hashlib.sha256(mine.read_bytes()).hexdigest()[:16]} placed vs "
-                       f"{hashlib.sha256(fresh.read_bytes()).hexdigest()[:16]} rebuilt")
+                res = f"DIFFERS: sha256 {placed[:16]} placed vs {_so_digest(fresh)[:16]} rebuilt"
             print(f"{shown(p.rel).ljust(w)}  {res}")
     print(f"{len(sc.placements)} AIRs, {bad} differ" + ("" if rc == 0 else f" (the fresh build exited {rc})"))
     return 1 if bad or rc else 0
@@ -309,7 +326,7 @@ def cmd_verify(a) -> int:
     if getattr(a, "rebuild", False):
         return cmd_verify_rebuild(a)
     from codegen.build.actions import read_json
-    from codegen.discover import discover, kernels
+    from codegen.discover import discover, kernels, shown
     from codegen.check.hostcheck import check_air
     from codegen.coverage import cover
     from codegen.model import ModelError, load_air, load_json
@@ -325,11 +342,11 @@ def cmd_verify(a) -> int:
         try:
             si, ei = load_air(p.starkinfo, p.expressions)
         except ModelError as e:
-            print(f"{p.rel[-60:]:<60} {key[:28]:<28} skipped: bad input: {e}")
+            print(f"{shown(p.rel)[-60:]:<60} {key[:28]:<28} skipped: bad input: {e}")
             continue
         cov = cover(si, ei, cap=s.cap)
         if cov.air_skip:
-            print(f"{p.rel[-60:]:<60} {key[:28]:<28} {'':>6} {'':>6} {'':>5} {'':>6} {'':>10}  skipped: {cov.air_skip[:90]}")
+            print(f"{shown(p.rel)[-60:]:<60} {key[:28]:<28} {'':>6} {'':>6} {'':>5} {'':>6} {'':>10}  skipped: {cov.air_skip[:90]}")
             continue
         tune = read_json(Path(s.build) / key / "tune.json") or {}
         opc = s.chunk if s.chunk is not None else tune.get("ops_per_chunk")
@@ -344,7 +361,7 @@ def cmd_verify(a) -> int:
         res = "bit-identical" if r.ok else "MISMATCH: " + "; ".join(r.mismatches[:3])
         bad += not r.ok
         for q in ps:
-            print(f"{q.rel[-60:]:<60} {key[:28]:<28} {cov.q_ops:>6} {chunks:>6} {len(cov.exprs):>5} "
+            print(f"{shown(q.rel)[-60:]:<60} {key[:28]:<28} {cov.q_ops:>6} {chunks:>6} {len(cov.exprs):>5} "
                   f"{r.expr_checks:>6} {words:>10}  {res} ({time.monotonic() - t0:.1f}s)")
     print(f"{tot_exprs} covered expressions (+ Q per kernel), {tot_words} words compared, "
           f"{bad} kernel(s) with mismatches")
@@ -399,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
     procs.install()
     try:
         return _dispatch(argv)
-    except (UserError, ToolchainError, FileNotFoundError, NotADirectoryError) as e:
+    except (UserError, ToolchainError, _knobs.KnobError, FileNotFoundError, NotADirectoryError) as e:
         return fail(e)
     except KeyboardInterrupt:       # before the handlers were installed / in a thread
         print(procs.INTERRUPT_LINE, file=sys.stderr)

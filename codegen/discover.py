@@ -21,7 +21,13 @@ from pathlib import Path
 from codegen.model import ModelError, StarkInfo, load_json, open_regular, parse_starkinfo, printable
 
 log = logging.getLogger("exps_codegen")
-SAFE_NAME = re.compile(r"[A-Za-z0-9_.+-]{1,120}")   # used with fullmatch
+#: an AIR's file base: used with fullmatch. Never "." or ".." nor hidden: a base that does not start
+#: with a letter, digit or `_` could name the same path as another AIR's (`d/.` is `d`)
+SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,119}")
+#: kernel keys of AIRs that cannot be built (bad input, an unsafe name): `bad-<digest of the AIR's
+#: path>`. A valid AIR's key is a C identifier (`_c_ident`: never a `-`), so the two namespaces
+#: are disjoint and a broken AIR can never share a build dir, a task or a `.so` with a valid one
+BAD_KEY_PREFIX = "bad-"
 STARKINFO = ".starkinfo.json"
 EXPRS = ".expressionsinfo.json"
 SO = ".exps.so"
@@ -84,6 +90,15 @@ def _file_digest(p: Path) -> str:
 def _si_identity(si: StarkInfo) -> str:
     fields = {k: v for k, v in si.__dict__.items() if k not in ("file", "name")}
     return hashlib.sha256(repr(sorted(fields.items())).encode()).hexdigest()
+
+
+def content_digest(si: StarkInfo, expressions_sha256: str) -> str:
+    """The identity of what an AIR's kernel is built from: its parsed starkinfo (less its file and
+    name: AIRs that differ only there share a kernel) and the sha256 of its expressionsinfo bytes.
+    Discovery computes it from the files as they are; the `ir` stage from the very bytes it parses,
+    and that is the identity the `.so` embeds (so an edit during a build can never lend the old
+    kernel the new files' identity)."""
+    return hashlib.sha256((_si_identity(si) + expressions_sha256).encode()).hexdigest()
 
 
 class UnusableKeyError(Exception):
@@ -246,12 +261,13 @@ def scan(pk: str | Path) -> Scan:
         phase = phase_of(air_dir)
         err, sym, content = "", _c_ident(f"{phase}_{base}"), ""
         if not SAFE_NAME.fullmatch(base):       # (match: `$` would accept a trailing newline)
-            err = f"{si_path}: file name {base!r} has characters outside [A-Za-z0-9_.+-]"
+            err = (f"{shown(si_path)}: file name {base!r} is not a safe name (a letter, digit or _, then "
+                   "[A-Za-z0-9_.+-], at most 120 characters)")
         else:
             try:
                 si = parse_starkinfo(load_json(si_path), si_path)
                 sym = _c_ident(f"{phase}_a{si.airgroup_id}_{si.air_id}_b{si.n_bits}_e{si.cexp_id}")
-                content = hashlib.sha256((_si_identity(si) + _file_digest(ex_path)).encode()).hexdigest()
+                content = content_digest(si, _file_digest(ex_path))
             except ModelError as e:
                 err = str(e)
             except OSError as e:                  # the expressionsinfo vanished / is unreadable
@@ -260,23 +276,38 @@ def scan(pk: str | Path) -> Scan:
     return Scan(assign_keys(places), refused, broken)
 
 
+def bad_key(rel: str) -> str:
+    """The kernel key of an AIR that cannot be built (BAD_KEY_PREFIX)."""
+    return BAD_KEY_PREFIX + hashlib.sha256(rel.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+
+
 def assign_keys(places: list[Placement]) -> list[Placement]:
-    """Kernel key = sym; AIRs that share a sym but not the content get `sym_<digest8>` (warned)."""
+    """Kernel key = sym; AIRs that share a sym but not the content get `sym_<digest8>` (warned);
+    AIRs that cannot be built get `bad_key` (a namespace of their own). Valid AIRs share a key
+    exactly when they share sym and content: a derived key that another (sym, content) already
+    holds takes the content's whole digest instead."""
     by_sym: dict[str, set[str]] = {}
     for p in places:
         if not p.error:
             by_sym.setdefault(p.sym, set()).add(p.content)
+    owner: dict[str, tuple[str, str]] = {}     # key -> the (sym, content) it was given to
+    chosen: dict[tuple[str, str], str] = {}    # (sym, content) -> its key
     out = []
     for p in places:
         if p.error:
-            out.append(replace(p, key=_c_ident(p.rel)))
+            out.append(replace(p, key=bad_key(p.rel)))
             continue
-        if len(by_sym[p.sym]) > 1:
-            key = f"{p.sym}_{p.content[:8]}"
-            log.warning("sym %s is shared by AIRs with different expressions; %s gets kernel %s",
-                        p.sym, p.rel, key)
-        else:
-            key = p.sym
+        ident = (p.sym, p.content)
+        key = chosen.get(ident)
+        if key is None:
+            key = p.sym if len(by_sym[p.sym]) == 1 else f"{p.sym}_{p.content[:8]}"
+            if owner.setdefault(key, ident) != ident:
+                key = _c_ident(f"{p.sym}_{p.content}")
+                owner[key] = ident
+            chosen[ident] = key
+            if key != p.sym:
+                log.warning("sym %s is shared by AIRs with different expressions; %s gets kernel %s",
+                            p.sym, printable(p.rel), key)
         out.append(replace(p, key=key))
     return out
 

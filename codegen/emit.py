@@ -6,9 +6,11 @@ Output is deterministic: the same IR gives byte-identical translation units.
 """
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -17,6 +19,7 @@ import jinja2
 
 from codegen import EMITTER_VERSION
 from codegen.ir import KernelIR, Leaf, Op, Val
+from codegen.model import open_regular
 from codegen.coverage import ExprKernel
 from codegen.passes import PassStats, optimize
 from codegen.plan import Plan, plan
@@ -936,15 +939,46 @@ def source_hash(content_digest: str, settings: dict) -> str:
 
 
 ID_RE = re.compile(rb"exps-codegen-id:([0-9A-Za-z.+-]{1,32}):([0-9a-f]{64})")
+#: the longest identity string ID_RE matches (a chunked read keeps this much overlap)
+_ID_MAX = len(b"exps-codegen-id:") + 32 + 1 + 64
+#: a `.so` larger than this is not one of ours (the sample's largest is a few MB)
+SO_MAX_BYTES = 1 << 32
+
+
+class NotRegularError(OSError):
+    """A placed `.so` path that is not a regular file (a FIFO, a device, a directory...)."""
+
+
+def open_so(so: Path):
+    """A placed `.so` opened for reading only if it is a regular file of at most SO_MAX_BYTES:
+    never blocks on a FIFO, never reads a device (a link to /dev/zero) or a directory. Raises
+    NotRegularError (or another OSError: missing, unreadable)."""
+    try:
+        f = open_regular(so)
+    except OSError as e:
+        if e.errno in (errno.EINVAL, errno.EISDIR):
+            raise NotRegularError(e.errno, f"is {e.strerror or 'not a regular file'}", str(so)) from None
+        raise
+    if os.fstat(f.fileno()).st_size > SO_MAX_BYTES:
+        f.close()
+        raise NotRegularError(errno.EFBIG, f"is larger than {SO_MAX_BYTES} bytes", str(so))
+    return f
 
 
 def read_so_identity(so: Path) -> tuple[str, str] | None:
-    """(emitter version, source hash) embedded in a generated `.so`, or None."""
+    """(emitter version, source hash) embedded in a generated `.so`, or None (no identity, or not
+    a regular file: see `open_so`). Read in chunks, so a large library is never held whole."""
     try:
-        m = ID_RE.search(Path(so).read_bytes())
+        with open_so(Path(so)) as f:
+            tail = b""
+            while chunk := f.read(1 << 20):
+                buf = tail + chunk      # (an identity cut by a chunk's end is whole in the next)
+                if m := ID_RE.search(buf):
+                    return m.group(1).decode(), m.group(2).decode()
+                tail = buf[-_ID_MAX:]
+            return None
     except OSError:
         return None
-    return (m.group(1).decode(), m.group(2).decode()) if m else None
 
 
 def render_probe(ks: KernelSource, chunks: list[int]) -> dict[str, str]:

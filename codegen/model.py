@@ -25,6 +25,10 @@ OPERAND_TYPES = (
     "proofvalue", "eval", "Zi", "custom", "xDivXSubXi", "x", "q",
 )
 MAX_ID = 1 << 31
+#: the most columns a section (mapSectionsN), constants (nConstants) or public inputs (nPublics) of
+#: one AIR may have: the real keys have at most a few hundred, and a checker allocates rows x
+#: columns words for each, so a size field of 2^31 is bad input, never a 16 GB allocation
+MAX_COLUMNS = 1 << 16
 
 
 def printable(s: str | Path) -> str:
@@ -188,13 +192,13 @@ def parse_starkinfo(data: Any, file: str | Path) -> StarkInfo:
     n_stages = root["nStages"].int(1, 16)
     cm_pols = []
     for n in root["cmPolsMap"].items():
-        cm_pols.append(CmPol(n["stage"].int(1, n_stages + 1), n["dim"].dim(), n["stagePos"].int()))
+        cm_pols.append(CmPol(n["stage"].int(1, n_stages + 1), n["dim"].dim(), n["stagePos"].int(0, MAX_COLUMNS)))
     sections = {}
     msn = root["mapSectionsN"]
     if not isinstance(msn.v, dict):
         raise msn.err("expected an object")
     for k in msn.v:
-        sections[k] = msn[k].int()
+        sections[k] = msn[k].int(0, MAX_COLUMNS)
     for i, (p, n) in enumerate(zip(cm_pols, root["cmPolsMap"].items())):
         cols = sections.get(f"cm{p.stage}")
         if cols is not None and p.stage_pos + p.dim > cols:
@@ -214,9 +218,9 @@ def parse_starkinfo(data: Any, file: str | Path) -> StarkInfo:
         n_stages=n_stages,
         opening_points=ops,
         cm_pols=tuple(cm_pols),
-        n_constants=root["nConstants"].int(),
+        n_constants=root["nConstants"].int(0, MAX_COLUMNS),
         n_challenges=len(root["challengesMap"].items()),
-        n_publics=root["nPublics"].int() if root.has("nPublics") else len(root["publicsMap"].items()),
+        n_publics=root["nPublics"].int(0, MAX_COLUMNS) if root.has("nPublics") else len(root["publicsMap"].items()),
         n_evals=len(root["evMap"].items()),
         airvalue_stages=_stages(root.get("airValuesMap", [])),
         airgroupvalue_stages=_airgroup_stages(root),
@@ -450,15 +454,22 @@ def _dup_path(root: Any, file: str) -> ModelError:
     return ModelError(file, "", "duplicate key")        # not reached
 
 
-def load_json(path: str | Path) -> Any:
-    """Parse a JSON input strictly: a regular file (never a FIFO), valid UTF-8 JSON, no key twice
-    in one object (a duplicate is an error naming the JSON path: `starkStruct.nBits`)."""
+def read_input(path: str | Path) -> bytes:
+    """The bytes of a JSON input, read once: a regular file only (never a FIFO); ModelError naming
+    the file when it cannot be read. What a stage parses and what it records as the input's
+    identity are these same bytes."""
     p = Path(path)
     try:
         with open_regular(p) as f:
-            text = f.read()
+            return f.read()
     except OSError as e:
         raise ModelError(p, "", f"cannot read: {e.strerror or e}") from None
+
+
+def parse_json(text: bytes, path: str | Path) -> Any:
+    """Parse a JSON input's bytes strictly: valid UTF-8 JSON, no key twice in one object (a
+    duplicate is an error naming the JSON path: `starkStruct.nBits`)."""
+    p = Path(path)
     found: list = []
     try:
         data = json.loads(text, object_pairs_hook=_pairs(found))
@@ -471,6 +482,12 @@ def load_json(path: str | Path) -> Any:
     return data
 
 
+def load_json(path: str | Path) -> Any:
+    """`parse_json` of the file's bytes (`read_input`)."""
+    return parse_json(read_input(path), path)
+
+
 def load_air(starkinfo_path: str | Path, expressions_path: str | Path) -> tuple[StarkInfo, ExpressionsInfo]:
     si = parse_starkinfo(load_json(starkinfo_path), starkinfo_path)
     return si, parse_expressionsinfo(load_json(expressions_path), expressions_path, si)
+

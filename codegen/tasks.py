@@ -30,8 +30,8 @@ from codegen.build import procs
 from codegen.build import statedb
 from codegen.build import actions
 from codegen.build import toolchain
-from codegen.discover import Placement, discover, kernels, scan, shown
-from codegen.emit import COMMON_FILES, TEMPLATES
+from codegen.discover import Placement, kernels, scan, shown
+from codegen.emit import COMMON_FILES, TEMPLATES, NotRegularError, open_so, read_so_identity, source_hash
 from codegen.coverage import CAP, EXPR_CAP, SLOTS_CAP
 
 log = logging.getLogger("exps_codegen")
@@ -79,6 +79,12 @@ class Settings:
         if self.build is None:
             self.build = default_build_dir(self.pk)
         self.build = Path(os.path.abspath(os.path.expanduser(str(self.build))))
+        b, k = Path(os.path.realpath(self.build)), Path(os.path.realpath(self.pk))
+        if b == k or b.is_relative_to(k) or k.is_relative_to(b):
+            where = "is the provingKey" if b == k else "is inside the provingKey" if b.is_relative_to(k) \
+                else "holds the provingKey"
+            raise ValueError(f"build dir {shown(self.build)} {where} (`clean` removes the build dir): "
+                             "choose another with build=DIR / --build-dir DIR")
         for name in ("cap", "expr_cap", "slots_cap"):
             if getattr(self, name) is not None and int(getattr(self, name)) <= 0:
                 raise ValueError(f"{name} must be a positive number of ops")
@@ -146,38 +152,43 @@ def _kdir(s: Settings, key: str) -> Path:
 
 
 def stamp_path(s: Settings, p: Placement) -> Path:
-    return Path(s.build) / "link" / (p.rel + ".json")
+    """`<build>/link/<digest of the AIR's path>.json`: one flat file per AIR, so no AIR's path can
+    name another's stamp or a directory another's needs (the stamp records the AIR and its `.so`)."""
+    return Path(s.build) / "link" / (hashlib.sha256(p.rel.encode("utf-8", "surrogateescape")).hexdigest()[:24] + ".json")
 
 
 def _templates() -> list[str]:
     return sorted(str(p) for p in TEMPLATES.iterdir() if p.is_file())
 
 
-def _need_toolchain(s: Settings) -> None:
-    if not s.archs():
-        toolchain.find_nvcc()   # raises the ToolchainError that says what to install
-        raise toolchain.ToolchainError(f"no usable GPU arch for spec {s.arch!r}")
+def _need_toolchain(s: Settings, stage: str, key: str, so_paths: list[str]) -> bool:
+    """Whether nvcc and a GPU arch are there; if not, the stage fails with one line, and the
+    kernel's `.so` files go first (a failed AIR leaves no `.so` behind)."""
+    try:
+        if not s.archs():
+            toolchain.find_nvcc()   # raises the ToolchainError that says what to install
+            raise toolchain.ToolchainError(f"no usable GPU arch for spec {s.arch!r}")
+        return True
+    except toolchain.ToolchainError as e:
+        log.error("%s %s: %s", stage, key, e)
+    try:
+        actions.remove_so(so_paths)
+    except OSError as e:
+        log.error("%s %s: cannot remove the stale .so: %s", stage, key, e)
+    return False
 
 
-def _tune_action(s: Settings, key, ir_json, out, work, emit_only=False, content=None):
-    if not emit_only:
-        try:
-            _need_toolchain(s)
-        except toolchain.ToolchainError as e:
-            log.error("tune %s: %s", key, e)
-            return False
+def _tune_action(s: Settings, key, ir_json, out, work, emit_only=False, so_paths=None):
+    if not emit_only and not _need_toolchain(s, "tune", key, so_paths or []):
+        return False
     return actions.act_tune(key, ir_json, out, work, s.archs(), s.chunk, s.slots_cap, s.launcher_argv(),
-                            content, s.hashed(), s.chunk_bounds)
+                            s.hashed(), s.chunk_bounds, None if emit_only else so_paths)
 
 
 def _cc_action(s: Settings, key, manifest, obj_dir, out, so_paths, airs):
     m = actions.read_json(Path(manifest))
-    if m is not None and not m.get("skip"):
-        try:
-            _need_toolchain(s)
-        except toolchain.ToolchainError as e:
-            log.error("cc %s: %s", key, e)
-            return False
+    if m is not None and not m.get("skip") and not _need_toolchain(s, "cc", key, so_paths):
+        return False
     return actions.act_cc(key, manifest, obj_dir, out, s.archs(), so_paths, airs, s.launcher_argv(),
                     s.compile_timeout)
 
@@ -245,22 +256,25 @@ def exps_tasks(s: Settings, emit_only: bool = False):
         if first.error:
             yield _bad_air_task(s, key, first, ir_json, so_paths, emit_only)
         else:
-            yield {"basename": s.stage("ir"), "name": key, "doc": f"{key}: {', '.join(airs)}",
+            # no file_dep on the JSON: doit would checksum it when the task ends, so an edit made
+            # while the task ran would pass as done. ir.json records the content of the bytes it
+            # parsed, and the task is current while discovery finds that content on disk
+            yield {"basename": s.stage("ir"), "name": key, "doc": f"{key}: {', '.join(map(shown, airs))}",
                    "actions": [(actions.act_ir, [key, str(first.starkinfo), str(first.expressions),
                                            str(ir_json), so_paths, s.cap, s.expr_cap, not emit_only])],
-                   "file_dep": [str(first.starkinfo), str(first.expressions)],
-                   "targets": [str(ir_json)], "uptodate": [config_changed(cfg_ir)], "clean": True}
+                   "targets": [str(ir_json)], "clean": True,
+                   "uptodate": [config_changed(cfg_ir), (actions.ir_current, [str(ir_json), first.content])]}
         yield {"basename": s.stage("tune"), "name": key,
                "actions": [(_tune_action, [s, key, str(ir_json), str(tune_json), str(kd / "probe"),
-                                           emit_only, first.content])],
+                                           emit_only, so_paths])],
                "file_dep": [str(ir_json)], "targets": [str(tune_json)],
                "uptodate": [lazy_config_changed(lambda: {
                    "emitter": EMITTER_VERSION, "chunk": s.chunk, "slots_cap": s.slots_cap,
                    "archs": s.archs(), "nvcc": s.nvcc_text(), "chunk_bounds": s.chunk_bounds})], "clean": True}
         yield {"basename": s.stage("emit"), "name": key,
                "actions": [(actions.act_emit, [key, str(ir_json), str(tune_json), str(kd / "src"),
-                                         str(manifest), first.content, s.hashed(),
-                                         None if emit_only else so_paths, s.chunk_bounds])],
+                                         str(manifest), s.hashed(), None if emit_only else so_paths,
+                                         s.chunk_bounds])],
                "file_dep": [str(ir_json), str(tune_json), *tmpl], "targets": [str(manifest)],
                "uptodate": [config_changed({"emitter": EMITTER_VERSION, **s.hashed(),
                                             "chunk_bounds": s.chunk_bounds})],
@@ -275,7 +289,7 @@ def exps_tasks(s: Settings, emit_only: bool = False):
                "clean": [(_rm_tree, [str(kd / "obj")]), (_rm_file, [str(objs)])]}
         for p in ps:
             stamp = stamp_path(s, p)
-            yield {"basename": s.stage("link"), "name": p.rel, "doc": f"{p.so_path}",
+            yield {"basename": s.stage("link"), "name": p.rel, "doc": shown(p.so_path),
                    "actions": [(_link_action, [s, p.rel, str(objs), str(p.so_path), str(stamp)])],
                    "file_dep": [str(objs)], "targets": [str(stamp)],
                    "uptodate": [(actions.link_uptodate, [str(stamp), str(p.so_path)])],
@@ -340,6 +354,47 @@ def _stage_files(s: Settings, p: Placement) -> tuple[dict, dict, dict, dict, dic
             actions.read_json(stamp_path(s, p)) or {})
 
 
+def so_state(s: Settings, p: Placement) -> tuple[str, str]:
+    """What the AIR's placed `.so` is against its files on disk now: ("current", ""), ("missing",
+    "") or ("stale", why). Current means it carries the identity (emitter version, source hash)
+    a build of the AIR's present bytes with these settings embeds. Only lstat, and a read of a
+    regular file (emit.open_so: never a FIFO or a device)."""
+    if not os.path.lexists(p.so_path):
+        return "missing", ""
+    try:
+        open_so(p.so_path).close()
+    except NotRegularError as e:
+        return "stale", f"its .so {e.strerror}"
+    except OSError as e:
+        return "stale", f"its .so cannot be read: {e.strerror or e}"
+    ident = read_so_identity(p.so_path)
+    if ident is None:
+        return "stale", "its .so carries no identity of ours"
+    if p.error:
+        return "stale", "its inputs are no longer usable"
+    if ident[0] != EMITTER_VERSION:
+        return "stale", f"its .so is of emitter {ident[0]} (this is {EMITTER_VERSION})"
+    if ident[1] != source_hash(p.content, s.hashed()):
+        return "stale", "its .so was built from other JSON or settings"
+    return "current", ""
+
+
+def settle(s: Settings) -> list[tuple[str, str]]:
+    """After a build: every placed `.so` that is not current for the files on disk now (a JSON
+    edited while the build ran, whatever the moment) is removed, so the key holds the `.so` of
+    what is on disk or none. Returns [(AIR, why)] of those AIRs (the next build makes them)."""
+    out = []
+    for p in scan(s.pk).placements:
+        state, why = so_state(s, p)
+        if state == "stale":
+            try:
+                actions.remove_so([str(p.so_path)])
+                out.append((shown(p.rel), f"{why}: removed (its JSON changed during the build; rerun)"))
+            except OSError as e:
+                out.append((shown(p.rel), f"{why}, and it cannot be removed: {e.strerror or e}"))
+    return out
+
+
 def summary_rows(s: Settings, seconds: dict[str, float] | None = None,
                  failed: dict[str, str] | None = None, emit_only: bool = False) -> list[dict]:
     """One row per AIR from the stage files and what is on disk. `seconds` / `failed` are keyed
@@ -354,10 +409,16 @@ def summary_rows(s: Settings, seconds: dict[str, float] | None = None,
         own = [f"{s.stage(b)}:{p.key}" for b in ("ir", "tune", "emit", "cc")] + [f"{s.stage('link')}:{p.rel}"]
         fail = next((f"{n.split(':')[0]} failed: {failed[n]}" for n in own if n in failed), "")
         plan = man.get("plan", {})
-        placed = bool(st.get("so")) and p.so_path.exists() and not fail
+        state, why = ("missing", "") if emit_only else so_state(s, p)
+        placed = state == "current" and bool(st.get("so")) and not fail
         generated = bool(man.get("files")) and not man.get("skip")
         compiled = bool(objs.get("objects")) and not objs.get("skip")
-        if skip:
+        if not p.error and ir and ir.get("content") != p.content:   # the files changed since ir read them
+            skip, result = "", "stale"
+            fail = "its JSON changed during the build: rerun" + (f" ({why})" if state == "stale" else "")
+        elif state == "stale":
+            result, fail = "stale", why
+        elif skip:
             result = "skipped"
         elif fail:
             result = "failed"
@@ -368,7 +429,7 @@ def summary_rows(s: Settings, seconds: dict[str, float] | None = None,
         else:
             result, fail = "failed", "not built (an earlier stage failed or was interrupted)"
         rows.append({
-            "air": p.rel, "kernel": p.key,
+            "air": shown(p.rel), "kernel": p.key,
             "q_ops": man.get("q_ops", ir.get("q_ops", 0)) if not skip else "",   # after the IR passes
             "chunks": plan.get("chunks", ""), "slots": plan.get("slots", ""),
             "exprs": man.get("exprs", ""), "not_covered": len(ir.get("skipped_exprs", [])) if ir else "",
@@ -419,6 +480,8 @@ def format_summary(rows: list[dict], emit_only: bool = False) -> str:
         counts = (f"{airs} AIRs: {kernels_of('generated')} kernels generated, "
                   f"{kernels_of('compiled')} compiled, {n('placed')} .so placed, {n('skipped')} skipped, "
                   f"{n('failed')} failed")
+    if n("stale"):
+        counts += f", {n('stale')} stale"
     if n("refused"):
         counts += f", {n('refused')} refused"
     if n("removed"):
@@ -472,7 +535,7 @@ class ProgressReporter(ConsoleReporter):
             self._ran += 1
             self._seen += 1
             self._start[task.name] = time.monotonic()
-            self.outstream.write(f"[{self._seen}/{self._total}] {task.name}  "
+            self.outstream.write(f"[{self._seen}/{self._total}] {shown(task.name)}  "
                                  f"({time.monotonic() - self._t0:.1f}s)\n")
             self.outstream.flush()
 
@@ -488,7 +551,7 @@ class ProgressReporter(ConsoleReporter):
         self._finish(task)
         why = _one_line_failure(fail)
         self.failed[task.name] = why
-        self.outstream.write(f"FAILED {task.name}: {why}\n")
+        self.outstream.write(f"FAILED {shown(task.name)}: {why}\n")
         self.outstream.flush()
 
     def skip_uptodate(self, task):
@@ -502,12 +565,30 @@ class ProgressReporter(ConsoleReporter):
         self.outstream.write("exps-codegen: doit: " + " ".join(str(msg).split()) + "\n")
 
     def complete_run(self):
+        stale = self._settle()
         self._summary()
+        if stale and not procs.interrupted():
+            self.outstream.write(f"ERROR: {len(stale)} AIR(s) changed while the build ran; their .so "
+                                 "files were removed: rerun the build\n")
+            self.outstream.flush()
         if (err := statedb.save_error()) is not None:
             self.outstream.write(f"ERROR: {err}\n")
             self.outstream.flush()
-            if not self.failed and not procs.interrupted():
-                raise SystemExit(1)   # the .so files are sound, the run is not: say so by the exit code
+        if (stale or err is not None) and not self.failed and not procs.interrupted():
+            raise SystemExit(1)   # what is placed is sound, the run is not complete: say so by the exit code
+
+    def _settle(self) -> list:
+        """`settle` after a build that may place (never after `emit`, which leaves the key alone)."""
+        if self.settings is None or self.emit_only or procs.interrupted():
+            return []
+        try:
+            stale = settle(self.settings)
+        except Exception as e:   # noqa: BLE001 — reported, never a traceback
+            self.outstream.write(f"(the end-of-build check failed: {e})\n")
+            return []
+        for air, why in stale:
+            self.outstream.write(f"STALE {air}: {why}\n")
+        return stale
 
     def _summary(self):
         if procs.interrupted() or self.settings is None or not self.show_summary:

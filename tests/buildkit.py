@@ -153,14 +153,19 @@ FAULTS = {
 def write_launcher(path: Path, log: Path, *, fault: str | None = None, kind: str = "cc",
                    match: str = "", marker: Path | None = None) -> str:
     """A launcher script that appends `<cc|link> argv` to `log`; with `fault`, calls of `kind`
-    whose argv contains `match` misbehave (FAULTS). Returns the launcher command."""
+    whose argv contains `match` misbehave (FAULTS). Returns the launcher command. The script is
+    always named `launcher.sh` (`path` itself, or `<path without suffix>/launcher.sh`): the object
+    cache keys what a launcher made by the launcher's name, and every test launcher is the same
+    transparent one, so a warm cache copied from the reference build hits through any of them."""
     snippet = ""
     if fault:
         body = FAULTS[fault].replace("{marker}", shlex.quote(str(marker or path.with_suffix(".pid"))))
         snippet = f'if [ "$kind" = {kind} ]; then case "$*" in *{shlex.quote(match)}*) {body} ;; esac; fi'
-    path.write_text(_LAUNCHER.format(log=shlex.quote(str(log)), fault=snippet))
-    path.chmod(path.stat().st_mode | stat.S_IXUSR)
-    return str(path)
+    script = path if path.name == "launcher.sh" else path.parent / path.stem / "launcher.sh"
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text(_LAUNCHER.format(log=shlex.quote(str(log)), fault=snippet))
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return str(script)
 
 
 @dataclass
@@ -351,12 +356,13 @@ def cache_key_of(tu: Path) -> str:
     from codegen.build.cache import ObjectCache
     from codegen.emit import device_tus
     cache = ObjectCache(root="/nonexistent")
-    if tu.suffix == ".cu":   # with the device prelude as a build decides it (its probe's own cache)
+    if tu.suffix == ".cu":   # with the device prelude as a build decides it (its probe's own cache),
         opts = compile_options([90], ObjectCache(Path(tempfile.gettempdir()) / "exps-test-prelude-cache"))
-        return cache.key_for(tu, opts, include_dirs=[tu.parent])
+        return cache.key_for(tu, opts, include_dirs=[tu.parent], launcher=["launcher.sh"])   # via a kit's launcher
     tus = device_tus(p.name for p in tu.parent.iterdir())
     obj = tu.parent.parent / "obj"
     inputs = {f"f{i}.fatbin": obj / (Path(n).stem + ".o") for i, n in enumerate(tus)}
+    # (a launch table is never compiled through a launcher)
     return cache.key_for(tu, host_options([90]), include_dirs=[tu.parent], inputs=inputs)
 
 

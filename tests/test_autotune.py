@@ -232,16 +232,17 @@ def _counting_launcher(tmp_path: Path) -> tuple[Path, Path]:
 
 def _tuned_as_cc(tmp_path: Path, monkeypatch, key: str, base: Path) -> tuple:
     """act_ir and act_tune of AIR `base` as `build` runs them for kernel `key` with sm_90 the one
-    target and the kernel's content and settings (a probe may then compile cc's own TU), through a
-    counting launcher. Returns (launcher, its log, ir.json, tune.json, manifest path, content,
-    settings)."""
+    target and the kernel's settings (a probe may then compile cc's own TU), through a counting
+    launcher. Returns (launcher, its log, ir.json, tune.json, manifest path, the content ir.json
+    records, settings)."""
     monkeypatch.setenv("EXPS_CACHE_DIR", str(tmp_path / "cache"))
     launcher, log = _counting_launcher(tmp_path)
     ir_json, tune_json, man = tmp_path / "ir.json", tmp_path / "tune.json", tmp_path / "k" / "manifest.json"
-    content, settings = "d" * 64, {"cap": 0, "expr_cap": 0, "slots_cap": 1 << 20}
+    settings = {"cap": 0, "expr_cap": 0, "slots_cap": 1 << 20}
     act_ir(key, f"{base}.starkinfo.json", f"{base}.expressionsinfo.json", str(ir_json), [])
+    content = json.loads(ir_json.read_text())["content"]
     assert act_tune(key, str(ir_json), str(tune_json), str(tmp_path / "probe"), [90], None,
-                    launcher=[str(launcher)], content=content, settings=settings)
+                    launcher=[str(launcher)], settings=settings)
     return launcher, log, ir_json, tune_json, man, content, settings
 
 
@@ -283,7 +284,7 @@ def test_small_kernel_first_probe_is_its_final_compile(tmp_path, monkeypatch):
     assert t["ops_per_chunk"] == 0 and [p["ops_per_chunk"] for p in t["probes"]] == [0]
     [probe] = log.read_text().splitlines()
     assert " -c -fatbin " in probe and "code=sm_90" in probe and probe.split()[-3].endswith("/tiny_q0_x0.cu")
-    assert act_emit("tiny", str(ir_json), str(tune_json), str(man.parent / "src"), str(man), content, settings)
+    assert act_emit("tiny", str(ir_json), str(tune_json), str(man.parent / "src"), str(man), settings)
     assert json.loads(man.read_text())["files"].keys() == {"tiny_q0_x0.cu", "exps_xinv.cu", "tiny_abi.cpp"}
     assert act_cc("tiny", str(man), str(tmp_path / "k" / "obj"), str(tmp_path / "k" / "objs.json"), [90], [], [],
                   launcher=[str(launcher)])
@@ -292,7 +293,7 @@ def test_small_kernel_first_probe_is_its_final_compile(tmp_path, monkeypatch):
     assert sorted(x.split()[-3].rsplit("/", 1)[-1] for x in cc) == [  # kernel's, the launcher (and the
         "exps_runtime.cpp", "exps_xinv.cu"]                           # table, never via a launcher)
     assert json.loads(tune_json.read_text())["probed"] is None
-    # no content to hash: the probe of the single kernel compiles its chunk as cc would (`-c
+    # no settings to hash: the probe of the single kernel compiles its chunk as cc would (`-c
     # -fatbin`, the one target) and tune.json says so; but 39 ops are not worth another nvcc run
     # (emit.probed_pays): emit keeps the kernel one TU
     log.unlink()
@@ -302,12 +303,12 @@ def test_small_kernel_first_probe_is_its_final_compile(tmp_path, monkeypatch):
     assert " -c -fatbin " in probe and "code=sm_90" in probe and probe.split()[-3].endswith("/tiny_qprobe.cu")
     t = json.loads(tune_json.read_text())
     assert t["probed"] == [0] and t["ops_per_chunk"] == 0
-    assert act_emit("tiny", str(ir_json), str(tune_json), str(man.parent / "src"), str(man), content, settings)
+    assert act_emit("tiny", str(ir_json), str(tune_json), str(man.parent / "src"), str(man), settings)
     assert json.loads(man.read_text())["files"].keys() == {"tiny_q0_x0.cu", "exps_xinv.cu", "tiny_abi.cpp"}
     # another target arch list: probes are device code only, for the tune arch (test_progress.py)
     log.unlink()
     assert act_tune("tiny", str(ir_json), str(tune_json), str(tmp_path / "probe"), [80, 90], None,
-                    launcher=[str(launcher)], content=content, settings=settings)
+                    launcher=[str(launcher)], settings=settings)
     [probe] = log.read_text().splitlines()
     assert " -cubin " in probe and probe.split()[-3].endswith("/tiny_qprobe.cu")
     assert json.loads(tune_json.read_text())["probed"] is None
@@ -337,7 +338,7 @@ def test_chosen_probe_is_ccs_first_device_tu(tmp_path, monkeypatch):
     # (96 and 128 ops per chunk are the same 2-chunk plan after the IR passes: one compile)
     assert 2 <= len(probes) <= len(t["probes"]) and all(" -c -fatbin " in p for p in probes)
     assert t["ops_per_chunk"] != t["probes"][0]["ops_per_chunk"] and t["probed"], t
-    assert act_emit("sh", str(ir_json), str(tune_json), str(man.parent / "src"), str(man), content, settings)
+    assert act_emit("sh", str(ir_json), str(tune_json), str(man.parent / "src"), str(man), settings)
     assert json.loads(man.read_text())["files"].keys() == {"sh_q0.cu", "sh_x0.cu", "exps_xinv.cu", "sh_abi.cpp"}
     _, cov = load_coverage(str(ir_json))
     ks = KernelSource("sh", cov.q, plan(cov.q, t["ops_per_chunk"]), cov.exprs, "0" * 64, probed=tuple(t["probed"]))
@@ -753,7 +754,7 @@ def test_the_tune_bounds_a_single_kernel_with_real_nvcc(tmp_path, monkeypatch, b
         q = ir_from_json(json.loads(ir_json.read_text())["q"])
         assert min(at.floor_cost(q, pl) for c, pl in at.candidate_plans(q)[0].items() if c) > bounded["cost"]
     n_tune = len(log.read_text().splitlines())
-    assert act_emit("m", str(ir_json), str(tune_json), str(man.parent / "src"), str(man), content, settings)
+    assert act_emit("m", str(ir_json), str(tune_json), str(man.parent / "src"), str(man), settings)
     m = json.loads(man.read_text())
     assert m["min_blocks"] == bound
     [q_tu] = [n for n in m["files"] if n.startswith("m_q0")]
@@ -773,25 +774,24 @@ def test_the_tune_bounds_a_single_kernel_with_real_nvcc(tmp_path, monkeypatch, b
 
 @needs_nvcc
 @requires("pk")
-def test_a_bounded_single_kernel_is_its_tus_twin_from_ptx_and_cc_compiles_nothing(tmp_path, monkeypatch):
-    """0.23.0, without a compiler launcher: the tune's bounded probe of Lookup3's single kernel is the
-    twin cc makes of the kernel's TU, from that TU's PTX (ptxas only); cc then takes the TU, its
-    twin from the object cache (the launcher-logged twin of the test above: no compile), and the
-    table launches the twin."""
+def test_a_bounded_single_kernel_is_its_tus_twin_and_cc_compiles_nothing(tmp_path, monkeypatch):
+    """Without a compiler launcher: the tune's bounded probe of Lookup3's single kernel is the twin
+    cc makes of the kernel's TU; cc then takes the TU and its twin from the object cache (no
+    compile), and the table launches the twin."""
     from codegen.build.actions import act_cc, act_emit
     monkeypatch.setenv("EXPS_CACHE_DIR", str(tmp_path / "cache"))
     ir_json, tune_json, man = tmp_path / "ir.json", tmp_path / "tune.json", tmp_path / "k" / "manifest.json"
-    content, settings = "d" * 64, {"cap": 0, "expr_cap": 0, "slots_cap": 1 << 20}
+    settings = {"cap": 0, "expr_cap": 0, "slots_cap": 1 << 20}
     act_ir("m", f"{L3}.starkinfo.json", f"{L3}.expressionsinfo.json", str(ir_json), [])
     assert act_tune("m", str(ir_json), str(tune_json), str(tmp_path / "probe"), [90], None,
-                    content=content, settings=settings)
+                    settings=settings)
     assert json.loads(tune_json.read_text())["min_blocks"] == 3
-    assert act_emit("m", str(ir_json), str(tune_json), str(man.parent / "src"), str(man), content, settings)
+    assert act_emit("m", str(ir_json), str(tune_json), str(man.parent / "src"), str(man), settings)
     m = json.loads(man.read_text())
     [q_tu] = [n for n in m["files"] if n.startswith("m_q0")]
     assert act_cc("m", str(man), str(tmp_path / "obj"), str(tmp_path / "objs.json"), [90], [], [])
     objs = json.loads((tmp_path / "objs.json").read_text())
-    assert objs["bounded"] == {"0": 3} and objs["twins_from_ptx"] == [q_tu]
+    assert objs["bounded"] == {"0": 3}
     assert objs["hits"] == 1        # its TU, the tune's (the generic inverse kernel's: cc's first)
     [twin] = [v for n, v in objs["twin_reports"][q_tu].items() if re.search(r"_q_c0_kbPK", n)]
     assert [int(st["registers"]) <= 80 and st["entry"] for st in twin.values()] == [True]
@@ -815,7 +815,7 @@ def test_a_tune_json_emit_cannot_take_is_removed_with_the_kernels_so(tmp_path, f
         tune = {"format": 1, "key": "tiny", "ops_per_chunk": 0, "min_blocks": 0, "skip": "", "probes": []}
         tune_json.write_text(json.dumps({**tune, field: bad}))
         with pytest.raises(RuntimeError, match=rf"tune\.json: '{field}' is .*{want}: removed it"):
-            act_emit("tiny", str(ir_json), str(tune_json), str(man.parent / "src"), str(man), "d" * 64,
+            act_emit("tiny", str(ir_json), str(tune_json), str(man.parent / "src"), str(man),
                      {"cap": 0, "expr_cap": 0, "slots_cap": 1 << 20}, so_paths)
         assert not tune_json.exists() and so.exists() == (so_paths is None)
         assert not (man.parent / "src").exists() or not any((man.parent / "src").iterdir())

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from codegen.build import actions, bounds, toolchain, twin_ptx
+from codegen.build import actions, bounds, toolchain
 from codegen.build.cache import ObjectCache
 from codegen.coverage import cover
 from codegen.discover import discover
@@ -160,9 +160,8 @@ def test_cc_takes_exactly_the_twins_that_spill_nothing(tmp_path) -> None:
             if twin_rep[w["chunks"][c][2]]["sm_90"]["spill_stores"] <= 8}
     assert got["bounded"] == want and want, "a twin taken and one not, on nvcc 13 at least"
     assert want != want_cand
-    # the twin was made from the first compile's PTX (ptxas only), and gives the SASS of the twin
-    # compiled from source with the bounds' defines, kernel for kernel
-    assert got["twins_from_ptx"] == [w["tu"]]
+    # the twin is the TU compiled from source with the bounds' defines: the same report and, kernel
+    # for kernel, the same SASS as that compile made in another cache
     require("cuobjdump")
     by_src = actions.compile_tus([src / w["tu"]], tmp_path / "srcobj", actions.compile_options([90]),
                                  ObjectCache(tmp_path / "cache2"), [],
@@ -196,55 +195,20 @@ def test_cc_takes_exactly_the_twins_that_spill_nothing(tmp_path) -> None:
 
 
 @pytest.mark.requires("nvcc")
-@pytest.mark.parametrize("how", ["object cached without its PTX", "PTX not as expected", "ptxas refuses the edit"])
-def test_a_twin_without_usable_ptx_is_compiled_from_source(tmp_path, monkeypatch, caplog, how) -> None:
-    """twin_ptx is a shortcut, never a condition: a first compile whose PTX the cache does not
-    hold (an entry of an older build, a launcher's compile), PTX `edit` does not recognize, or an
-    edit ptxas refuses each give the twin compiled from source, with the same kernels taken."""
-    [p] = [p for p in discover(SAMPLE) if p.base == "Medium"]
-    cov = cover(*load_air(p.starkinfo, p.expressions))
-    ks = KernelSource(p.key, cov.q, plan(cov.q, 80), cov.exprs, "cd" * 32)
-    files = render(ks)
-    [w] = twins = tu_twins(ks)
-    src = tmp_path / "src"
-    actions.stage_sources(files, src)
-    cache = ObjectCache(tmp_path / "cache")
-    if how == "object cached without its PTX":
-        actions.compile_tus([src / w["tu"]], tmp_path / "first", actions.compile_options([90], cache), cache, [])
-    elif how == "PTX not as expected":
-        monkeypatch.setattr(twin_ptx, "edit", lambda *a: (_ for _ in ()).throw(twin_ptx.TwinPtxError("odd")))
-    else:
-        monkeypatch.setattr(twin_ptx, "edit", lambda *a: ".version 9.0\n.target sm_90\n.address_size 64\nnot ptx\n")
-    got = actions.compile_kernel(src, list(files), tu_kernels(ks), tmp_path / "obj", [90], cache, [], twins=twins)
-    assert got["twins_from_ptx"] == []
-    base, twin_rep = got["reports"][w["tu"]], got["twin_reports"][w["tu"]]
-    cand = _cand(base, w)
-    assert cand and sorted(n for n, st in twin_rep.items() if st["sm_90"]["entry"]) == \
-        sorted(tb for c, _, tb in w["chunks"] if c in cand)
-    assert got["bounded"] == {c: b for c, b in cand.items() if twin_rep[w["chunks"][c][2]]["sm_90"]["spill_stores"] <= 8}
-    if how == "ptxas refuses the edit":
-        assert "bounded twins from PTX failed" in caplog.text
-
-
-@pytest.mark.requires("nvcc")
-@pytest.mark.parametrize("from_ptx", [True, False], ids=["from PTX", "from source"])
-def test_a_bounded_single_kernels_twin_from_ptx_or_source(tmp_path, monkeypatch, from_ptx) -> None:
-    """A single kernel its tune bounded (0.23.0): cc compiles its TU's twin with the tune's bound,
-    from the TU's PTX or, where that cannot serve (here: an edit refused), from source (the
-    template's `_kb` form of the single kernel under EXPS_TWIN); either way the bound is taken and
-    the twin holds the bounded kernel only."""
+def test_a_bounded_single_kernels_twin(tmp_path) -> None:
+    """A single kernel its tune bounded: cc compiles its TU's twin from source with the tune's
+    bound (the template's `_kb` form of the single kernel under EXPS_TWIN); the bound is taken
+    and the twin holds the bounded kernel only."""
     [p] = [p for p in discover(SAMPLE) if p.base == "Tiny"]
     cov = cover(*load_air(p.starkinfo, p.expressions))
     ks = KernelSource(p.key, cov.q, plan(cov.q, 0), cov.exprs, "ef" * 32, min_blocks=3)
     files = render(ks)
     [w] = twins = tu_twins(ks)
-    if not from_ptx:
-        monkeypatch.setattr(twin_ptx, "edit", lambda *a: (_ for _ in ()).throw(twin_ptx.TwinPtxError("odd")))
     src = tmp_path / "src"
     actions.stage_sources(files, src)
     got = actions.compile_kernel(src, list(files), tu_kernels(ks), tmp_path / "obj", [90],
                                  ObjectCache(tmp_path / "cache"), [], twins=twins)
-    assert got["bounded"] == {0: 3} and got["twins_from_ptx"] == ([w["tu"]] if from_ptx else [])
+    assert got["bounded"] == {0: 3}
     entries = {n: st["sm_90"] for n, st in got["twin_reports"][w["tu"]].items() if st["sm_90"]["entry"]}
     assert list(entries) == [w["chunks"][0][2]] and entries[w["chunks"][0][2]]["registers"] <= 80
 
@@ -265,8 +229,7 @@ def test_chunk_bounds_off_emits_no_twins_and_reruns_emit(tmp_path) -> None:
     assert actions.act_tune(p.key, str(ir), str(tune), str(tmp_path / "probe"), [], 80)
     for flag, n in ((True, 1), (False, 0)):
         man = tmp_path / f"manifest-{flag}.json"
-        assert actions.act_emit(p.key, str(ir), str(tune), str(tmp_path / "src"), str(man), "00" * 32, {},
-                                None, flag)
+        assert actions.act_emit(p.key, str(ir), str(tune), str(tmp_path / "src"), str(man), {}, None, flag)
         assert len(actions.read_json(man)["twins"]) == n
     # a single kernel its tune bounded keeps its twin: that bound is the tune's decision, not cc's
     [t] = [p for p in discover(SAMPLE) if p.base == "Tiny"]
@@ -275,8 +238,7 @@ def test_chunk_bounds_off_emits_no_twins_and_reruns_emit(tmp_path) -> None:
                                 "probes": []}))
     for flag in (True, False):
         man = tmp_path / f"manifest-tiny-{flag}.json"
-        assert actions.act_emit(t.key, str(ir), str(tune), str(tmp_path / "src-tiny"), str(man), "00" * 32, {},
-                                None, flag)
+        assert actions.act_emit(t.key, str(ir), str(tune), str(tmp_path / "src-tiny"), str(man), {}, None, flag)
         assert [w.get("blocks") for w in actions.read_json(man)["twins"]] == [3]
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import multiprocessing
 import os
@@ -238,42 +237,36 @@ def test_compile_cached_miss_hit_corrupt(tu, tmp_path, monkeypatch):
 
 
 @needs_nvcc
-def test_a_fatbin_compile_keeps_its_ptx_in_an_entry_of_its_own(tu, tmp_path, monkeypatch):
-    """`keep_ptx` (a bounded twin is made from it, twin_ptx.py) changes nothing of the object or
-    its key; the PTX comes back on a miss and from the cache on a hit, is an entry of its own (a
-    bad one is dropped, the object stays a hit), and a launcher's compile keeps none."""
-    fat = tc.CompileOptions((90,), mode="fatbin")
-    c = oc.ObjectCache(tmp_path / "cache")
-    plain = c.compile_cached(tu, tmp_path / "a.o", fat, launcher=[])
-    assert plain.ptx is None
-    c2 = oc.ObjectCache(tmp_path / "cache2")
-    kept = c2.compile_cached(tu, tmp_path / "b.o", dataclasses.replace(fat, keep_ptx=True), launcher=[])
-    assert kept.key == plain.key and (tmp_path / "a.o").read_bytes() == (tmp_path / "b.o").read_bytes()
-    assert kept.ptx is not None and ".entry k(" in kept.ptx and ".target sm_90" in kept.ptx
-    assert c2.path(kept.key, ".ptx").is_file() and c2.get_ptx(kept.key) == kept.ptx
-    monkeypatch.setenv("EXPS_ASSERT_NO_COMPILE", "1")
-    hit = c2.compile_cached(tu, tmp_path / "c.o", dataclasses.replace(fat, keep_ptx=True), launcher=[])
-    assert hit.hit and hit.ptx == kept.ptx
-    assert c2.compile_cached(tu, tmp_path / "d.o", fat, launcher=[]).ptx is None   # not asked for
-    # an object entry of a compile that kept no PTX is still a hit, without it
-    assert c.compile_cached(tu, tmp_path / "e.o", dataclasses.replace(fat, keep_ptx=True), launcher=[]).ptx is None
-    p = c2.path(kept.key, ".ptx")
-    p.write_bytes(p.read_bytes()[:-5])
-    assert c2.get_ptx(kept.key) is None and not p.exists() and c2.get(kept.key) is not None
-    monkeypatch.delenv("EXPS_ASSERT_NO_COMPILE")
-    # a launcher (which may answer from its own store) or several archs: no PTX
+def test_an_object_made_through_a_launcher_is_keyed_by_it(tu, tmp_path, monkeypatch):
+    """The launcher is part of the key: an object that came through a launcher (whose store anyone
+    who can write it may have poisoned) is never handed to a compile without that launcher, nor
+    the other way round; the same launcher (by its name and arguments, wherever it lies) hits its
+    own entry, another launcher does not."""
     shim = tmp_path / "launch.sh"
     shim.write_text('#!/bin/sh\nexec "$@"\n')
     shim.chmod(0o755)
-    c3 = oc.ObjectCache(tmp_path / "cache3")
-    assert c3.compile_cached(tu, tmp_path / "f.o", dataclasses.replace(fat, keep_ptx=True), launcher=[str(shim)]).ptx is None
-    two = tc.CompileOptions((89, 90), mode="fatbin", keep_ptx=True)
-    assert c3.compile_cached(tu, tmp_path / "g.o", two, launcher=[]).ptx is None
+    c = oc.ObjectCache(tmp_path / "cache")
+    via = c.compile_cached(tu, tmp_path / "a.o", OPTS90, launcher=[str(shim)])
+    plain = c.compile_cached(tu, tmp_path / "b.o", OPTS90, launcher=[])
+    assert not via.hit and not plain.hit and via.key != plain.key
+    assert c.key_for(tu, OPTS90, launcher=[str(shim)]) == via.key and c.key_for(tu, OPTS90) == plain.key
+    monkeypatch.setenv("EXPS_ASSERT_NO_COMPILE", "1")
+    assert c.compile_cached(tu, tmp_path / "c.o", OPTS90, launcher=[str(shim)]).hit
+    assert c.compile_cached(tu, tmp_path / "d.o", OPTS90, launcher=[]).hit
+    # no launcher given: the environment's, keyed as such
+    monkeypatch.setenv("EXPS_LAUNCHER", str(shim))
+    assert c.compile_cached(tu, tmp_path / "e.o", OPTS90).key == via.key
+    # the same launcher elsewhere is the same; another name or other arguments are not
+    (tmp_path / "elsewhere").mkdir()
+    moved = shutil.copy(shim, tmp_path / "elsewhere" / "launch.sh")
+    assert c.key_for(tu, OPTS90, launcher=[moved]) == via.key
+    assert c.key_for(tu, OPTS90, launcher=[str(tmp_path / "other.sh")]) != via.key
+    assert c.key_for(tu, OPTS90, launcher=[str(shim), "-x"]) != via.key
 
 
-def test_prune_counts_ptx_entries(tmp_path):
+def test_prune_counts_the_ptx_entries_of_older_caches(tmp_path):
     c = oc.ObjectCache(tmp_path / "d", max_bytes=10 ** 9)
     c.put("0a" + "1" * 62, b"x" * 100, {})
-    c.put_ptx("0a" + "1" * 62, "y" * 5000)
+    c.put("0a" + "1" * 62, b"y" * 5000, {}, ".ptx")   # an entry older versions kept beside an object
     c.max_bytes = 0
     assert c.prune() == 2 and not list((tmp_path / "d").rglob("*.*"))

@@ -2,6 +2,7 @@
 symlinks leaving the key and hostile file names."""
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from codegen.sample import synth
-from codegen.discover import (Broken, Placement, Refused, UnusableKeyError, assign_keys, discover, find_airs,
+from codegen.discover import (Broken, Placement, Refused, UnusableKeyError, assign_keys, discover, find_airs, shown,
                               kernels, phase_of, scan)
 from require import require
 
@@ -182,7 +183,25 @@ def test_assign_keys_directly() -> None:
                          content, error=error)
     out = assign_keys([pl("a/x", "s1", "c" * 64), pl("b/x", "s1", "c" * 64), pl("c/x", "s1", "d" * 64),
                        pl("d/y", "s2", "e" * 64), pl("e/z;1", "s2", "", error="bad")])
-    assert [p.key for p in out] == ["s1_cccccccc", "s1_cccccccc", "s1_dddddddd", "s2", "e_z_1"]
+    bad = "bad-" + hashlib.sha256(b"e/z;1").hexdigest()[:16]
+    assert [p.key for p in out] == ["s1_cccccccc", "s1_cccccccc", "s1_dddddddd", "s2", bad]
+
+
+def test_keys_of_valid_and_broken_airs_never_meet() -> None:
+    """A broken AIR whose path spells a valid AIR's sym, a valid sym that spells another's derived
+    key: every (sym, content) has a key of its own, and no broken AIR shares one."""
+    def pl(rel, sym, content, error=""):
+        return Placement(rel, Path("/k") / rel, rel.split("/")[-1], "basic", sym, Path("a"), Path("b"),
+                         content, error=error)
+    c, d, e = "c" * 64, "d" * 64, "e" * 64
+    out = assign_keys([pl("basic/a0_0_b4_e50", "basic_a0_0_b4_e50", "", error="bad"),
+                       pl("t/air/Tiny", "basic_a0_0_b4_e50", c),
+                       pl("u/x", "s1", c), pl("v/x", "s1", d),
+                       pl("w/x", "s1_cccccccc", e)])     # a sym that is another's derived key
+    keys = [p.key for p in out]
+    assert keys[1] == "basic_a0_0_b4_e50" and keys[0].startswith("bad-")
+    assert keys[2:4] == ["s1_cccccccc", "s1_dddddddd"] and keys[4] == f"s1_cccccccc_{e}"
+    assert len(set(keys)) == 5
 
 
 # ================================================================================= symlinks
@@ -247,7 +266,7 @@ def test_dangling_link_and_lonely_starkinfo_are_not_airs(key: Path) -> None:
 
 # ============================================================================ hostile names
 @pytest.mark.parametrize("base", ["a;b", "a b", "x$(id)", "q\"uote", "back`tick`", "new\nline", "ünï", "a" * 121,
-                                  "semi;colon"])
+                                  "semi;colon", ".", "..", ".hidden", "-flag"])
 def test_hostile_file_name_is_an_error(key: Path, base: str) -> None:
     si, ei = _tiny_json()
     d = key / "synth/Basic/airs/Hostile/air"
@@ -255,12 +274,12 @@ def test_hostile_file_name_is_an_error(key: Path, base: str) -> None:
     places = discover(key)
     [bad] = [p for p in places if p.air_dir.name == "air" and p.air_dir.parent.name == "Hostile"]
     assert bad.base == base
-    assert bad.error == (f"{d.resolve() / (base + '.starkinfo.json')}: file name {base!r} has characters "
-                         "outside [A-Za-z0-9_.+-]")
+    assert bad.error == (f"{shown(d.resolve() / (base + '.starkinfo.json'))}: file name {base!r} is not a safe name "
+                         "(a letter, digit or _, then [A-Za-z0-9_.+-], at most 120 characters)")
     assert bad.content == ""
-    assert re.fullmatch(r"[A-Za-z0-9_]+", bad.key)
+    assert re.fullmatch(r"bad-[0-9a-f]{16}", bad.key)       # the broken AIRs' own namespace
     assert re.fullmatch(r"[A-Za-z0-9_]+", bad.sym)
-    assert bad.key == re.sub(r"[^A-Za-z0-9_]", "_", bad.rel)
+    assert bad.key == "bad-" + hashlib.sha256(bad.rel.encode("utf-8", "surrogateescape")).hexdigest()[:16]
     # the good AIRs are unaffected
     assert [(p.rel, p.key) for p in places if p is not bad] == [(r, s) for r, _, s in SAMPLE_PLACEMENTS]
 
@@ -282,7 +301,7 @@ def test_bad_starkinfo_is_a_placement_error(key: Path) -> None:
     places = {p.base: p for p in discover(key)}
     b = places["Bad"]
     assert b.error == f"{b.starkinfo}: starkStruct.nBits: expected an integer, got '4'"
-    assert b.key == "synth_Basic_airs_Bad_air_Bad" and b.sym == "basic_Bad"
+    assert b.key == "bad-" + hashlib.sha256(b"synth/Basic/airs/Bad/air/Bad").hexdigest()[:16] and b.sym == "basic_Bad"
     assert places["Broken"].error.startswith(f"{places['Broken'].starkinfo}: <root>: invalid JSON")
     assert [places[b].key for b in ("Large", "Medium", "Skipped", "Tiny")] == [
         s for _, ph, s in SAMPLE_PLACEMENTS if ph == "basic"]

@@ -25,18 +25,19 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from codegen import EMITTER_VERSION
-from codegen.build import bounds, prelude, toolchain, twin_ptx
-from codegen.build.autotune import (MAX_MIN_BLOCKS, MAX_PROBES, MAX_REGS, SPILL_SLACK_BYTES, TuneResult,
+from codegen.build import bounds, prelude, toolchain
+from codegen.build.autotune import (MAX_MIN_BLOCKS, MAX_PROBES, SPILL_SLACK_BYTES, TuneResult,
                                      bound_single, candidate_plans, cost, estimated_choice, estimated_regs,
                                      first_probe, tune, tune_arch)
 from codegen.build.cache import ObjectCache, atomic_write
+from codegen.build.fsutil import remove_stale_temps
 from codegen.build.heartbeat import Heartbeat
 from codegen.emit import (COMMON_FILES, Q_KERNEL_RE, RUNTIME, TEMPLATES, TU_OPS, XINV_TU, KernelSource, device_tus,
                           probed_pays, q_symbols, render, render_probe, source_hash, tu_kernels, tu_twins)
 from codegen.coverage import CAP, EXPR_CAP, SLOTS_CAP, Coverage, cover, coverage_from_json, coverage_to_json
 from codegen.ir import KernelIR
-from codegen.model import ModelError, load_air
+from codegen.discover import content_digest
+from codegen.model import ModelError, parse_expressionsinfo, parse_json, parse_starkinfo, read_input
 from codegen.plan import Plan, max_live, plan
 
 log = logging.getLogger("exps_codegen")
@@ -94,14 +95,23 @@ def act_ir(key: str, starkinfo: str, expressions: str, out: str, so_paths: list[
     (tune compiles probes for minutes; a kill then must not leave the old kernel loadable).
     `doit emit` passes `remove_stale=False`: it leaves the provingKey alone (then `act_cc`, the
     first build-only stage, removes them). Otherwise writes only into the build dir. An OSError
-    (disk full, no permission) fails this kernel with one line."""
+    (disk full, no permission) fails this kernel with one line.
+
+    Each JSON file is read once: what is parsed and what ir.json records as the kernel's `content`
+    (discover.content_digest: the identity its `.so` embeds and that the task's up-to-date check
+    compares with the files on disk) are the same bytes, whatever happens to the files meanwhile."""
     doc = {"format": FORMAT, "key": key, "starkinfo": starkinfo, "expressions": expressions}
     try:
         if remove_stale:
             remove_so(so_paths)
         Path(out).unlink(missing_ok=True)
         try:
-            si, ei = load_air(starkinfo, expressions)
+            si_bytes, ex_bytes = read_input(starkinfo), read_input(expressions)
+            doc["inputs"] = {"starkinfo": hashlib.sha256(si_bytes).hexdigest(),
+                             "expressions": hashlib.sha256(ex_bytes).hexdigest()}
+            si = parse_starkinfo(parse_json(si_bytes, starkinfo), starkinfo)
+            doc["content"] = content_digest(si, doc["inputs"]["expressions"])   # (bad expressions too)
+            ei = parse_expressionsinfo(parse_json(ex_bytes, expressions), expressions, si)
             cov = cover(si, ei, cap=cap, expr_cap=expr_cap)
             doc.update(coverage_to_json(cov))
             doc["q_ops"] = cov.q_ops
@@ -113,6 +123,14 @@ def act_ir(key: str, starkinfo: str, expressions: str, out: str, so_paths: list[
         log.error("ir of kernel %s (%s) failed: %s", key, _shown(starkinfo), _oserr(e))
         return False
     return True
+
+
+def ir_current(ir_json: str, content: str) -> bool:
+    """The `ir` task's up-to-date check: ir.json was made from files whose content is `content`
+    (discovery's digest of the files on disk now). Not doit's file_dep: doit would checksum the
+    files when the task ends, and record an edit made while the task ran as done."""
+    d = read_json(Path(ir_json))
+    return d is not None and bool(content) and d.get("content") == content
 
 
 def _shown(path: str) -> str:
@@ -165,26 +183,17 @@ def stage_sources(files: dict[str, str], src_dir: Path) -> list[Path]:
 
 def compile_tus(tus: list[Path], obj_dir: Path, opts: toolchain.CompileOptions, cache: ObjectCache,
                 launcher: list[str] | None, jobs: int = 0, timeout_s: float | None = None,
-                extra_flags: dict[str, tuple[str, ...]] | None = None, suffix: str = "",
-                ptx: dict[str, str | None] | None = None) -> dict:
+                extra_flags: dict[str, tuple[str, ...]] | None = None, suffix: str = "") -> dict:
     """Compile TUs through the object cache in parallel; {tu name: (obj path, report, hit)}. A TU
-    named in `extra_flags` gets those flags after `opts`' own; objects are `<stem><suffix>.o`.
-    The TUs named in `ptx` ({tu name: None}) keep cicc's PTX where they can
-    (`CompileOptions.keep_ptx`: a bounded twin is made from it, twin_ptx.py), and `ptx[tu name]`
-    becomes that text (or stays None)."""
+    named in `extra_flags` gets those flags after `opts`' own; objects are `<stem><suffix>.o`."""
     obj_dir.mkdir(parents=True, exist_ok=True)
     jobs = jobs or max(1, min(len(tus), os.cpu_count() or 1))
 
     def one(tu: Path):
         more = (extra_flags or {}).get(tu.name, ())
         o = dataclasses.replace(opts, extra_flags=opts.extra_flags + more) if more else opts
-        keep = ptx is not None and tu.name in ptx
-        if keep:
-            o = dataclasses.replace(o, keep_ptx=True)
         r = cache.compile_cached(tu, obj_dir / (tu.stem + suffix + ".o"), o, include_dirs=[tu.parent],
                                  launcher=launcher, timeout_s=timeout_s)
-        if keep:
-            ptx[tu.name] = r.ptx
         return tu.name, (str(r.obj_path), r.report, r.hit)
 
     with ThreadPoolExecutor(jobs) as ex:
@@ -215,15 +224,15 @@ def check_kernel_names(kernels: dict[str, list[str]], reports: dict[str, dict]) 
 
 def compile_twins(src: Path, twins: list[dict], reports: dict[str, dict], obj_dir: Path,
                   opts: toolchain.CompileOptions, cache: ObjectCache, launcher: list[str] | None,
-                  jobs: int = 0, timeout_s: float | None = None,
-                  ptx: dict[str, str | None] | None = None) -> dict:
+                  jobs: int = 0, timeout_s: float | None = None) -> dict:
     """The bounded twins of a Q's device TUs (`bounds`; a single kernel's: its tune's bound): each
-    TU whose chunk kernels could
-    take a bound compiled again (through the object cache, in parallel): from its first compile's
-    PTX (`ptx`, {TU: text}, as compile_tus kept it) edited by `twin_ptx.edit`, ptxas only, where
-    there is one; else from source with `bounds.twin_flags`. Returns {"fatbins": {f<slot>.fatbin:
-    path} of the twins taken, "flags": the table's defines, "bounded": {chunk: min blocks} taken,
-    "reports": {twin TU: ptxas report}, "from_ptx": the TUs whose twin was made from PTX}."""
+    TU whose chunk kernels could take a bound compiled again from source with `bounds.twin_flags`
+    (through the object cache, in parallel). Always from source, never from the first compile's
+    PTX: a twin's bytes are then those of its source and flags alone, whatever the object cache
+    held and whether a launcher compiled it (a twin made from PTX carries other bytes), so every
+    build of a key places the same `.so`. Returns {"fatbins": {f<slot>.fatbin: path} of the twins
+    taken, "flags": the table's defines, "bounded": {chunk: min blocks} taken, "reports": {twin
+    TU: ptxas report}}."""
     for w in twins:      # the manifest is ours, but what reaches a path or a flag is checked
         ok = (isinstance(w, dict) and w.get("tu") in reports and type(w.get("lib")) is int
               and isinstance(w.get("chunks"), list)
@@ -235,37 +244,12 @@ def compile_twins(src: Path, twins: list[dict], reports: dict[str, dict], obj_di
                                   "TU of this kernel with its chunks: rerun the build")
     cands = {w["tu"]: bounds.candidates(w, reports.get(w["tu"]) or {}) for w in twins}
     work = [w for w in twins if cands[w["tu"]]]
-    out: dict = {"fatbins": {}, "flags": (), "bounded": {}, "reports": {}, "from_ptx": []}
+    out: dict = {"fatbins": {}, "flags": (), "bounded": {}, "reports": {}}
     if not work:
         return out
-    # from the first compile's PTX where there is one (ptxas only: twin_ptx.py), else from source
-    edited: dict[str, Path] = {}
-    for w in work:
-        text = (ptx or {}).get(w["tu"])
-        if not text:
-            continue
-        names = {sym: (twin, cands[w["tu"]][c]) for c, sym, twin in w["chunks"] if c in cands[w["tu"]]}
-        try:
-            body = twin_ptx.edit(text, names)
-        except twin_ptx.TwinPtxError as e:
-            log.info("%s: bounded twin from source (its PTX: %s)", w["tu"], e)
-            continue
-        edited[w["tu"]] = stage_sources({Path(w["tu"]).stem + "_twin.ptx": body}, obj_dir / "twin_ptx")[0]
-    got: dict = {}
-    if edited:
-        try:
-            by_ptx = compile_tus(list(edited.values()), obj_dir, opts, cache, launcher, jobs, timeout_s)
-            got = {tu: by_ptx[p.name] for tu, p in edited.items()}
-        except toolchain.CompileGuardError:
-            raise
-        except toolchain.CompileError as e:   # an edit ptxas refuses is ours to fix, not the build's
-            log.warning("bounded twins from PTX failed (%s); compiling them from source", _why(e))
-    out["from_ptx"] = sorted(got)
-    rest = [w for w in work if w["tu"] not in got]
-    if rest:
-        got.update(compile_tus([src / w["tu"] for w in rest], obj_dir, opts, cache, launcher, jobs, timeout_s,
-                               extra_flags={w["tu"]: bounds.twin_flags(cands[w["tu"]]) for w in rest},
-                               suffix="_twin"))
+    got = compile_tus([src / w["tu"] for w in work], obj_dir, opts, cache, launcher, jobs, timeout_s,
+                      extra_flags={w["tu"]: bounds.twin_flags(cands[w["tu"]]) for w in work},
+                      suffix="_twin")
     libs, chunks = [], []
     for w in work:
         obj, rep, _ = got[w["tu"]]
@@ -296,12 +280,11 @@ def compile_kernel(src: Path, files: list[str], kernels: dict[str, list[str]], o
     if len(tables) != 1:
         raise RuntimeError(f"{src}: expected one launch table among {sorted(files)}")
     dev = compile_options(archs, cache)
-    ptx = {w["tu"]: None for w in twins or [] if isinstance(w, dict) and isinstance(w.get("tu"), str)}
-    got = compile_tus([src / n for n in tus], obj_dir, dev, cache, launcher, jobs, timeout_s, ptx=ptx)
+    got = compile_tus([src / n for n in tus], obj_dir, dev, cache, launcher, jobs, timeout_s)
     reports = {n: got[n][1] for n in tus}
     check_kernel_names(kernels, reports)
     fatbins = {f"f{i}.fatbin": Path(got[n][0]) for i, n in enumerate(tus)}
-    tw = compile_twins(src, twins or [], reports, obj_dir, dev, cache, launcher, jobs, timeout_s, ptx)
+    tw = compile_twins(src, twins or [], reports, obj_dir, dev, cache, launcher, jobs, timeout_s)
     fatbins.update(tw["fatbins"])
     host = host_options(archs)
     table_host = dataclasses.replace(host, extra_flags=host.extra_flags + tw["flags"])
@@ -319,7 +302,7 @@ def compile_kernel(src: Path, files: list[str], kernels: dict[str, list[str]], o
         table, runtime = ex.map(lambda a: one(*a), [(tables[0], fatbins, []), (RUNTIME, {}, launcher)])
     return {"objects": [table[0], runtime[0]], "reports": reports, "hits": sum(1 for n in tus if got[n][2]),
             "host_hits": int(table[1]) + int(runtime[1]), "bounded": tw["bounded"],
-            "twin_reports": tw["reports"], "twins_from_ptx": tw["from_ptx"]}
+            "twin_reports": tw["reports"]}
 
 
 def _q_kernel_stats(pl: Plan, reports: list[dict]):
@@ -404,18 +387,17 @@ def fill_unprobed(q: KernelIR, pl: Plan, regs: list[int], probed: list[int]) -> 
     return out
 
 
-def with_twins(ks: KernelSource, chunks: list[int], regs: list[int], tu: str, got: dict, ptx: dict,
-               obj_dir: Path, opts: toolchain.CompileOptions, cache: ObjectCache,
+def with_twins(ks: KernelSource, chunks: list[int], regs: list[int], tu: str, got: dict, obj_dir: Path, opts: toolchain.CompileOptions, cache: ObjectCache,
                launcher: list[str] | None) -> list[int]:
     """A chunked probe's registers as cc will run them: the probed chunks whose bounded twin
-    (`compile_twins`, from the probe's PTX: ptxas only) spills nothing get the twin's registers.
+    (`compile_twins`) spills nothing get the twin's registers.
     With offsets from the launcher (0.20.0) the sample's Large at 128 ops per chunk runs 605 G on
     the H200 against 562 G at 96, which the unbounded registers rank first (docs/BENCHMARKS.md
     "Session 17"); the build bounds 11 of its 43 chunks at 128, 5 of 57 at 96."""
     if ks.plan.n_chunks < 2 or tu not in got:
         return regs
     twin = {"tu": tu, "lib": 0, "chunks": [[c, *q_symbols(ks, c)] for c in sorted(set(chunks))]}
-    tw = compile_twins(obj_dir.parent, [twin], {tu: got[tu][1]}, obj_dir, opts, cache, launcher, ptx=ptx)
+    tw = compile_twins(obj_dir.parent, [twin], {tu: got[tu][1]}, obj_dir, opts, cache, launcher)
     out = list(regs)
     for c, _, tsym in twin["chunks"]:
         if c in tw["bounded"]:      # (bounds.taken: its twin has a report on every arch)
@@ -431,27 +413,31 @@ TWIN_PROBE_MARGIN = 1.05
 
 
 def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], chunk: int | None,
-             slots_cap: int = SLOTS_CAP, launcher: list[str] | None = None, content: str | None = None,
-             settings: dict | None = None, chunk_bounds: bool = True) -> bool:
-    """Choose the chunking of Q. Probes compile the plan's Q chunk kernels (all of a small plan, a
+             slots_cap: int = SLOTS_CAP, launcher: list[str] | None = None,
+             settings: dict | None = None, chunk_bounds: bool = True, so_paths: list[str] | None = None) -> bool:
+    """Choose the chunking of Q. Tune runs only when its inputs changed, so the kernel's `.so`
+    files (`so_paths`; None for `doit emit`, which leaves the provingKey alone) are stale from now
+    on: removed first, as `ir` and `cc` do (a tune that fails leaves no `.so` behind). Probes compile the plan's Q chunk kernels (all of a small plan, a
     few `representatives` of a large one) for ONE arch (`tune_arch`), device code only (`nvcc
     -cubin`: cicc + ptxas, no host pass, no fatbinary): their ptxas report is all a probe needs.
     The choice is then compiled once, for every target arch, by `cc` (a spill on another arch costs
     speed there, never the AIR's kernel), in the kernel's own TUs (a small kernel is one TU with its
     expressions and ABI, so probe objects could not be reused anyway: issue #15).
-    One exception saves that second compile of a small kernel: given the kernel's `content` and
-    `settings` (what `emit` hashes), when the tune arch is the only target, the estimate expects
+    One exception saves that second compile of a small kernel: given the kernel's `settings`
+    (what `emit` hashes with the content ir.json records), when the tune arch is the only target, the estimate expects
     the first probe to end the search (`autotune.first_probe`) and that plan's kernel is one TU
     (besides the generic inverse kernel's, `emit.generic_inverse_tu`, which holds no Q chunk and
     which cc takes from the object cache after its first compile on the machine),
     the first probe compiles that TU exactly as `emit` will write it and `cc` will compile it
     (through the object cache): when it does end the search, `cc` is a cache hit. The single
     kernel's launch bound (`autotune.bound_single`) is its whole TU's bounded twin (0.23.0,
-    `emit.launch_table`): the bounded probe is that twin, made from the whole TU's PTX (ptxas only:
-    the first probe's TU, or the TU compiled so then), so cc finds the TU and its twin in the cache.
+    `emit.launch_table`): the bounded probe is that twin of the whole TU (the first probe's TU, or
+    the TU compiled so then), so cc finds the TU and its twin in the cache.
     With `chunk` fixed nothing is compiled; with no toolchain (`archs == []`, `doit emit`
     without nvcc) the cost model's estimate picks the chunking, and tune.json says so."""
     try:
+        if so_paths:
+            remove_so(so_paths)
         d, cov = load_coverage(ir_json)
         doc: dict = {"format": FORMAT, "key": key}
         if cov.air_skip:
@@ -486,12 +472,12 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
             def whole_tu(c: int) -> dict[str, str] | None:
                 """The kernel's one device TU (besides the generic inverse kernel's) as emit writes it
                 at `c` ops per chunk, or None when it has more."""
-                files = render(KernelSource(key, q, plan(q, c), cov.exprs, source_hash(content, settings)))
+                files = render(KernelSource(key, q, plan(q, c), cov.exprs, source_hash(d.get("content", ""), settings)))
                 tus = [n for n in device_tus(files) if n != XINV_TU]
                 return {tus[0]: files[tus[0]]} if len(tus) == 1 else None
             # whether a probe can compile the kernel's TU exactly as cc will (one target arch, the
-            # kernel's content and settings, a Q of one TU)
-            whole = content is not None and settings is not None and archs == [arch] and len(q.ops) <= TU_OPS
+            # kernel's settings, a Q of one TU)
+            whole = settings is not None and archs == [arch] and len(q.ops) <= TU_OPS
             if whole:
                 c0, sure = first_probe(q, candidate_plans(q, slots_cap)[0])
                 tu = whole_tu(c0) if sure else None
@@ -508,30 +494,28 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
                     return chunk_stats(key, pl, reports)
 
                 best_cost = [float("inf")]      # the cheapest probe finished so far (twins counted)
-                first_tu: dict = {}     # the first probe's whole TU (its name, dir, report, PTX)
+                first_tu: dict = {}     # the first probe's whole TU (its name, dir, report)
 
                 def bounded_twin(ks: KernelSource, min_blocks: int) -> tuple[list[int], int]:
                     """The single kernel bounded: the twin cc makes of its whole TU (the first
-                    probe's; from its PTX, ptxas only: twin_ptx.py), so that cc finds it too."""
+                    probe's), so that cc finds it too."""
                     name = first_tu["name"]
                     sym, twin_sym = q_symbols(ks, 0)
                     twin = {"tu": name, "lib": 0, "chunks": [[0, sym, twin_sym]], "blocks": min_blocks}
                     tw = compile_twins(first_tu["src"], [twin], {name: first_tu["report"]}, first_tu["src"] / "obj",
-                                       compile_options(archs, cache), cache, launcher, ptx=first_tu["ptx"])
+                                       compile_options(archs, cache), cache, launcher)
                     rep = tw["reports"].get(name) or {}
                     return chunk_stats(key, ks.plan, [{n: st for n, st in rep.items() if n == twin_sym}])
 
-                def compile_as_cc(tu: dict[str, str], sub: Path, single: bool) -> tuple[dict, dict]:
-                    """The kernel's whole TU `tu` compiled as cc will (its PTX kept, for the twins cc
-                    makes from it): (compile_tus' result, {TU: PTX}); of the single kernel's plan, it
-                    is the TU its bounded twin is made from (`first_tu`)."""
-                    kept = dict.fromkeys(tu)
+                def compile_as_cc(tu: dict[str, str], sub: Path, single: bool) -> dict:
+                    """The kernel's whole TU `tu` compiled as cc will: compile_tus' result; of the
+                    single kernel's plan, it is the TU its bounded twin is made from (`first_tu`)."""
                     got = compile_tus(stage_sources(tu, sub), sub / "obj", compile_options(archs, cache),
-                                      cache, launcher, ptx=kept)
+                                      cache, launcher)
                     if single:
                         name = next(iter(tu))
-                        first_tu.update(name=name, src=sub, report=got[name][1], ptx=kept)
-                    return got, kept
+                        first_tu.update(name=name, src=sub, report=got[name][1])
+                    return got
 
                 def compile_plan(pl: Plan, min_blocks: int = 0) -> tuple[list[int], int]:
                     best_at_start = best_cost[0]    # (neighbours compile at once: both see the same)
@@ -549,18 +533,18 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
                     if final is not None and n_probed[0] == 1 and pl.ops_per_chunk == final[0]:
                         tu = final[1]
                     elif min_blocks and pl.ops_per_chunk == 0 and whole:
-                        # the single kernel bounded is its whole TU's twin (emit.launch_table): made
-                        # from that TU's PTX, as cc will make it. That TU is the first probe's when
-                        # it was compiled as cc will; else it is compiled so now (cc then finds both)
+                        # the single kernel bounded is its whole TU's twin (emit.launch_table), as cc
+                        # will make it. That TU is the first probe's when it was compiled as cc
+                        # will; else it is compiled so now (cc then finds both)
                         if not first_tu and (t0 := whole_tu(0)) is not None:
                             compile_as_cc(t0, Path(work_dir) / "probe_0_whole", True)
                         if first_tu:
                             return bounded_twin(ks, min_blocks)
                     if tu is not None:
-                        got, kept = compile_as_cc(tu, sub, pl.ops_per_chunk == 0)
+                        got = compile_as_cc(tu, sub, pl.ops_per_chunk == 0)
                         regs, spills = measured(ks.plan, min_blocks, got)
                         if chunk_bounds and not spills:
-                            regs = with_twins(ks, list(range(ks.plan.n_chunks)), regs, next(iter(tu)), got, kept,
+                            regs = with_twins(ks, list(range(ks.plan.n_chunks)), regs, next(iter(tu)), got,
                                               sub / "obj", compile_options(archs, cache), cache, launcher)
                         if not spills and not min_blocks:
                             best_cost[0] = min(best_cost[0], cost(q, pl, regs))
@@ -570,13 +554,12 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
                     if as_cc:
                         probed[(pl.ops_per_chunk, min_blocks)] = reps
                     tus = stage_sources(render_probe(ks, reps), sub)
-                    kept = dict.fromkeys(t.name for t in tus) if as_cc else None
                     got = compile_tus(tus, sub / "obj", compile_options(archs, cache) if as_cc
-                                      else prelude.options(cubin, cache), cache, launcher, ptx=kept)
+                                      else prelude.options(cubin, cache), cache, launcher)
                     regs, spills = measured(ks.plan, min_blocks, got)
                     if chunk_bounds and as_cc and not spills and \
                             cost(q, pl, fill_unprobed(ks.q, ks.plan, regs, reps)) <= TWIN_PROBE_MARGIN * best_at_start:
-                        regs = with_twins(ks, reps, regs, tus[0].name, got, kept, sub / "obj",
+                        regs = with_twins(ks, reps, regs, tus[0].name, got, sub / "obj",
                                           compile_options(archs, cache), cache, launcher)
                     regs = fill_unprobed(ks.q, ks.plan, regs, reps)
                     if not spills and not min_blocks:
@@ -616,11 +599,19 @@ def _bad_tune(tune_json: str, so_paths: list[str] | None, why: str) -> RuntimeEr
     return RuntimeError(f"{tune_json}: {why}: removed it{gone}; the next build tunes again")
 
 
-def act_emit(key: str, ir_json: str, tune_json: str, src_dir: str, manifest: str, content: str,
-             settings: dict, so_paths: list[str] | None = None, chunk_bounds: bool = True) -> bool:
+def act_emit(key: str, ir_json: str, tune_json: str, src_dir: str, manifest: str, settings: dict,
+             so_paths: list[str] | None = None, chunk_bounds: bool = True) -> bool:
     """Render the kernel's sources into `src_dir` and its manifest (files, kernels, plan; `twins`:
     the TUs cc compiles again with launch bounds; without `chunk_bounds` only a bounded single
-    kernel's, its tune's decision)."""
+    kernel's, its tune's decision). The identity the `.so` embeds is `source_hash` of the content
+    ir.json records (the bytes its IR was made from) and `settings`. The kernel's `.so` files
+    (`so_paths`; None for `doit emit`) are stale from now on: removed first."""
+    try:
+        if so_paths:
+            remove_so(so_paths)
+    except OSError as e:
+        log.error("emit of kernel %s failed: cannot remove the stale .so: %s", key, _oserr(e))
+        return False
     d, cov = load_coverage(ir_json)
     t = read_json(Path(tune_json))
     if t is None:
@@ -638,7 +629,7 @@ def act_emit(key: str, ir_json: str, tune_json: str, src_dir: str, manifest: str
         if not skip:
             assert cov.q is not None
             pl = plan(cov.q, opc)
-            sh = source_hash(content, settings)
+            sh = source_hash(d["content"], settings)
             pr = t.get("probed")
             ks = KernelSource(key, cov.q, pl, cov.exprs, sh, probed=None if pr is None else tuple(pr),
                               min_blocks=mb)
@@ -702,7 +693,6 @@ def act_cc(key: str, manifest: str, obj_dir: str, out: str, archs: list[int], so
             doc["hits"] = got["hits"]
             doc["bounded"] = {str(c): b for c, b in sorted(got["bounded"].items())}
             doc["twin_reports"] = got["twin_reports"]
-            doc["twins_from_ptx"] = got["twins_from_ptx"]
             doc["spill_bytes"] = sum(toolchain.spill_bytes(r) for r in doc["reports"].values())
         _write_json(Path(out), doc)
     except (toolchain.CompileError, KernelNameError, OSError) as e:   # nvcc failed/crashed/timed out; disk full
@@ -720,6 +710,8 @@ def act_link(rel: str, objs_json: str, so_path: str, stamp: str, archs: list[int
     so = Path(so_path)
     try:
         Path(stamp).unlink(missing_ok=True)
+        for t in remove_stale_temps(so):    # a link killed while it wrote the .so (link reruns then)
+            log.warning("removed %s: the temp file of a killed build", _shown(t))
         if o["skip"]:
             so.unlink(missing_ok=True)
             _write_json(Path(stamp), {"format": FORMAT, "air": rel, "skip": o["skip"], "so": None})
@@ -744,16 +736,17 @@ def act_link(rel: str, objs_json: str, so_path: str, stamp: str, archs: list[int
 
 
 def link_cached(objs: list[Path], so: Path, opts: toolchain.CompileOptions, launcher, timeout_s) -> bool:
-    """Link through the object cache: key = the objects' digests, nvcc version, link flags. A
-    rebuild into an empty build dir with a warm cache then runs no nvcc at all. Returns hit.
-    `EXPS_LINK_CACHE=0` links every time (the tests that count linker runs set it)."""
+    """Link through the object cache: key = the objects' digests, nvcc version, link flags, the
+    launcher. A rebuild into an empty build dir with a warm cache then runs no nvcc at all.
+    Returns hit. `EXPS_LINK_CACHE=0` links every time (the tests that count linker runs set it)."""
+    launcher = toolchain.launcher_from_env() if launcher is None else list(launcher)
     if not toolchain.knobs().link_cache:
         toolchain.link_shared(objs, so, opts, launcher=launcher, timeout_s=timeout_s)
         return False
     cache = ObjectCache()
     digests = "\n".join(hashlib.sha256(Path(x).read_bytes()).hexdigest() for x in objs)
     key = cache.key("link\n" + digests, {}, toolchain.nvcc_version(toolchain.find_nvcc()).text,
-                    list(toolchain.LINK_FLAGS), toolchain.knobs().keyed_env)
+                    list(toolchain.LINK_FLAGS), toolchain.knobs().keyed_env, launcher=launcher)
     got = cache.get(key)
     if got is not None:
         so.parent.mkdir(parents=True, exist_ok=True)

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from codegen.build import procs
+from codegen.build.fsutil import pid_alive
 
 _HELD: dict[str, int] = {}
 POLL_S = 0.25
@@ -33,20 +34,6 @@ def _owner(path: Path) -> int | None:
         return None
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:   # a zombie is dead for our purpose
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
-
-
 def acquire(build_dir: Path | str, wait: bool = True, out=None) -> None:
     """Take the lock of `build_dir` (created by the caller) for this process."""
     d = Path(build_dir)
@@ -57,13 +44,14 @@ def acquire(build_dir: Path | str, wait: bool = True, out=None) -> None:
     out = out or sys.stderr
     t0 = time.monotonic()
     while True:
+        d.mkdir(parents=True, exist_ok=True)    # (`clean` may have removed it while we waited)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
             owner = _owner(path)
-            if owner is not None and owner != os.getpid() and not _alive(owner):
+            if owner is not None and owner != os.getpid() and not pid_alive(owner):
                 tmp = d / f".lock.{os.getpid()}"
                 tmp.write_text("")
                 os.replace(tmp, path)   # the dead build's orphans keep the old inode locked

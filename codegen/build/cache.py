@@ -6,10 +6,7 @@ An entry is one file ``<root>/<kk>/<key>.obj``::
     <sha256 hex of the payload>\\n
     payload = <header JSON, one line>\\n<object bytes>
 
-The header holds the key, the object's size and the ptxas report. Beside it, for a compile that
-kept it (``CompileOptions.keep_ptx``), ``<key>.ptx``: the same layout around cicc's PTX, zlib-
-compressed, with an empty report (a bounded twin is made from it: twin_ptx.py); an entry of its
-own for pruning, and its absence only means the twin is compiled from source. A read re-checks format, digest,
+The header holds the key, the object's size and the ptxas report. A read re-checks format, digest,
 key and size; anything off is a miss and the entry is removed (reads fail soft). Writes go
 through :func:`atomic_write`, so concurrent writers of one key never expose a partial entry: the
 last ``os.replace`` wins, and same key means same bytes.
@@ -24,10 +21,8 @@ import json
 import logging
 import os
 import re
-import secrets
 import threading
 import time
-import zlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -37,7 +32,7 @@ from codegen.build.fsutil import atomic_write  # noqa: F401 (re-exported: cache.
 log = logging.getLogger(__name__)
 
 #: Bumped whenever the entry layout or the key recipe changes; part of every key.
-CACHE_FORMAT = "exps-objcache-2"
+CACHE_FORMAT = "exps-objcache-3"
 _MAGIC = f"EXPS-OBJCACHE {CACHE_FORMAT}\n".encode()
 _TMP_MAX_AGE_S = 3600.0
 _WARNED: set[tuple[str, int | None]] = set()   # (cache root, errno) already warned about
@@ -52,6 +47,14 @@ _INFLIGHT_GUARD = threading.Lock()
 #: #15). A process's first put scans; what other processes store meanwhile is seen at the next scan.
 _USAGE: dict[str, int] = {}
 _USAGE_GUARD = threading.Lock()
+
+
+def launcher_identity(launcher: Sequence[str]) -> str:
+    """What of a compiler launcher keys the objects made through it: its program's name and its
+    arguments (`ccache`, `/usr/bin/ccache` and `ccache` on another machine are one; no launcher is
+    ""). Not the program's path: caches move between machines and checkouts with it."""
+    argv = list(launcher)
+    return json.dumps([os.path.basename(argv[0]), *argv[1:]]) if argv else ""
 
 
 def _inflight(root: Path, key: str) -> threading.Lock:
@@ -103,8 +106,6 @@ class CachedCompile:
     hit: bool
     key: str
     result: _tc.CompileResult | None
-    #: cicc's PTX, when asked for (``CompileOptions.keep_ptx``) and kept (compiled so, or cached)
-    ptx: str | None = None
 
 
 class ObjectCache:
@@ -123,10 +124,12 @@ class ObjectCache:
     @staticmethod
     def key(tu_text: str, header_texts: Mapping[str, str], nvcc_version_text: str,
             flags: Sequence[str], env: Mapping[str, str],
-            inputs: Mapping[str, bytes] | None = None) -> str:
+            inputs: Mapping[str, bytes] | None = None, launcher: Sequence[str] = ()) -> str:
         """sha256 over named parts (each logged at DEBUG). Flags keep their order (nvcc's
         argv is positional: ``-Xptxas -v``); headers, inputs (files the TU reads by name, such as
-        the fatbins a launch table embeds) and env are sorted by name."""
+        the fatbins a launch table embeds) and env are sorted by name. The compiler launcher is a
+        part of its own (`launcher_identity`): an object that came through a launcher (whose own
+        store may have been written by anyone) is never handed to a build without that launcher."""
         parts = [
             ("format", CACHE_FORMAT),
             ("tu", tu_text),
@@ -135,6 +138,7 @@ class ObjectCache:
             ("nvcc", nvcc_version_text),
             ("flags", json.dumps(list(flags))),
             ("env", json.dumps(dict(sorted(env.items())))),
+            ("launcher", launcher_identity(launcher)),
         ]
         h = hashlib.sha256()
         for name, text in parts:
@@ -145,32 +149,21 @@ class ObjectCache:
 
     def key_for(self, tu_path: Path, opts: _tc.CompileOptions, *,
                 include_dirs: Sequence[Path] = (), header_texts: Mapping[str, str] | None = None,
-                nvcc: Path | None = None, inputs: Mapping[str, Path] | None = None) -> str:
-        """The key of compiling ``tu_path`` with ``opts`` (headers scanned when not given)."""
+                nvcc: Path | None = None, inputs: Mapping[str, Path] | None = None,
+                launcher: Sequence[str] = ()) -> str:
+        """The key of compiling ``tu_path`` with ``opts`` through ``launcher`` (headers scanned
+        when not given)."""
         nvcc = nvcc or _tc.find_nvcc()
         headers = scan_headers(tu_path, include_dirs) if header_texts is None else header_texts
         if opts.prelude:     # what the compile sees as cuda_runtime.h (toolchain.PRELUDE_DIR)
             headers = {**headers, f"{_tc.PRELUDE_DIR}/cuda_runtime.h": opts.prelude}
         data = {n: Path(p).read_bytes() for n, p in (inputs or {}).items()}
         return self.key(Path(tu_path).read_text(), headers, _tc.nvcc_version(nvcc).text,
-                        opts.flags(), _tc.knobs().keyed_env, data)
+                        opts.flags(), _tc.knobs().keyed_env, data, launcher)
 
     # -- entries ----------------------------------------------------------------------------
     def path(self, key: str, ext: str = ".obj") -> Path:
         return self.root / key[:2] / f"{key}{ext}"
-
-    def get_ptx(self, key: str) -> str | None:
-        """The PTX kept with entry `key` (`put_ptx`), or None."""
-        got = self.get(key, ".ptx")
-        if got is None:
-            return None
-        try:
-            return zlib.decompress(got[0]).decode()
-        except (zlib.error, UnicodeDecodeError):
-            return None
-
-    def put_ptx(self, key: str, ptx: str) -> Path | None:
-        return self.put(key, zlib.compress(ptx.encode()), {}, ".ptx")
 
     def get(self, key: str, ext: str = ".obj") -> tuple[bytes, dict] | None:
         """``(object bytes, ptxas report)`` or None; a bad entry is removed. Hits touch mtime."""
@@ -275,22 +268,21 @@ class ObjectCache:
                        nvcc: Path | None = None, inputs: Mapping[str, Path] | None = None) -> CachedCompile:
         """get -> (miss) :func:`toolchain.compile_object` -> put. A hit writes the cached object
         to ``out_obj`` atomically and returns the cached ptxas report without running nvcc. Two
-        threads of this process compiling one key: the second waits for the first, then hits."""
+        threads of this process compiling one key: the second waits for the first, then hits.
+        ``launcher`` None means the environment's (:func:`toolchain.launcher_from_env`)."""
         nvcc = nvcc or _tc.find_nvcc()
+        launcher = _tc.launcher_from_env() if launcher is None else list(launcher)
         key = self.key_for(tu_path, opts, include_dirs=include_dirs,
-                           header_texts=header_texts, nvcc=nvcc, inputs=inputs)
+                           header_texts=header_texts, nvcc=nvcc, inputs=inputs, launcher=launcher)
         with _inflight(self.root, key):   # one compile per key at a time in this process
             got = self.get(key)
             if got is not None:
                 self.hits += 1
                 Path(out_obj).parent.mkdir(parents=True, exist_ok=True)
                 atomic_write(out_obj, got[0])
-                return CachedCompile(Path(out_obj), got[1], True, key, None,
-                                     self.get_ptx(key) if opts.keep_ptx else None)
+                return CachedCompile(Path(out_obj), got[1], True, key, None)
             self.misses += 1
             res = _tc.compile_object(tu_path, out_obj, opts, include_dirs=include_dirs,
                                      launcher=launcher, timeout_s=timeout_s, nvcc=nvcc, inputs=inputs)
-            if res.ptx is not None:     # first: an object entry found later finds its PTX
-                self.put_ptx(key, res.ptx)
             self.put(key, Path(out_obj).read_bytes(), res.report)
-            return CachedCompile(res.obj_path, res.report, False, key, res, res.ptx)
+            return CachedCompile(res.obj_path, res.report, False, key, res)

@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import atexit
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -107,7 +106,7 @@ def dodo_settings(argv: list[str], get_var, default_pk: Path) -> tuple[Settings,
         emit_only = bool(targets) and all(t.split(":")[0] in NO_NVCC_TARGETS for t in targets)
         for note in preflight.check(s, need_nvcc=not emit_only):
             print(note, file=sys.stderr)
-    except preflight.UserError as e:
+    except (preflight.UserError, knobs.KnobError) as e:
         raise SystemExit(preflight.fail(e)) from None
     lock_build(s)
     check_state(s)

@@ -5,8 +5,50 @@ importing each other."""
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from pathlib import Path
+
+
+#: how much of the destination's name a temp file's name keeps
+TMP_NAME_MAX = 150
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie does not; another user's process does)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def remove_stale_temps(path: Path | str) -> list[Path]:
+    """Remove the temp files `atomic_write` left beside `path` when its writer was killed (SIGKILL
+    between create and rename): `.<name>.<pid>.<12 hex>.tmp` of a pid that no longer runs. A live
+    writer's temp file is left alone. Returns what was removed."""
+    path = Path(path)
+    pat = re.compile(re.escape("." + path.name[:TMP_NAME_MAX]) + r"\.(\d+)\.[0-9a-f]{12}\.tmp")
+    gone = []
+    try:
+        names = os.listdir(path.parent)
+    except OSError:
+        return gone
+    for n in names:
+        m = pat.fullmatch(n)
+        if m and int(m[1]) != os.getpid() and not pid_alive(int(m[1])):
+            try:
+                os.unlink(path.parent / n)
+                gone.append(path.parent / n)
+            except FileNotFoundError:
+                pass
+    return gone
 
 
 def atomic_write(path: Path | str, data: bytes) -> None:
@@ -17,7 +59,7 @@ def atomic_write(path: Path | str, data: bytes) -> None:
     package's only atomic writer: cache entries, build outputs and the ``.so`` all use it.
     """
     path = Path(path)
-    tmp = path.parent / f".{path.name[:150]}.{os.getpid()}.{secrets.token_hex(6)}.tmp"
+    tmp = path.parent / f".{path.name[:TMP_NAME_MAX]}.{os.getpid()}.{secrets.token_hex(6)}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "wb") as f:

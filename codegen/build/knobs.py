@@ -75,12 +75,19 @@ def _heartbeat(text: str | None) -> float:
         raise KnobError(f"EXPS_HEARTBEAT_S={text!r}: expected seconds, e.g. 30") from None
 
 
+def _launcher(text: str) -> tuple[str, ...]:
+    try:
+        return tuple(shlex.split(text))
+    except ValueError as e:
+        raise KnobError(f"EXPS_LAUNCHER={text!r}: {e} (a command as a shell would split it, e.g. ccache)") from None
+
+
 def read(env: Mapping[str, str] | None = None) -> Knobs:
     env = os.environ if env is None else env
     cache_home = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Knobs(
         nvcc=env.get("EXPS_NVCC") or None,
-        launcher=tuple(shlex.split(env.get("EXPS_LAUNCHER", ""))),
+        launcher=_launcher(env.get("EXPS_LAUNCHER", "")),
         launcher_text=env.get("EXPS_LAUNCHER") or None,
         cache_dir=Path(env["EXPS_CACHE_DIR"]).expanduser() if env.get("EXPS_CACHE_DIR") else None,
         cache_max_bytes=parse_bytes(env["EXPS_CACHE_MAX_BYTES"])

@@ -21,7 +21,6 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import site
 import stat
 import subprocess
@@ -59,8 +58,6 @@ MODES = ("object", "cubin", "fatbin", "host")
 #: where a device-only compile with CompileOptions.prelude finds it: `<work dir>/exps_prelude/
 #: cuda_runtime.h` (nvcc's force-included name; `-Iexps_prelude` is searched before CUDA's dirs)
 PRELUDE_DIR = "exps_prelude"
-#: where a compile with CompileOptions.keep_ptx has nvcc keep its intermediate files (work dir)
-KEEP_DIR = "exps_keep"
 #: The ``major`` arch spec: one arch per shipping GPU family, filtered by what nvcc supports.
 MAJOR_ARCHS: tuple[int, ...] = (80, 86, 89, 90, 100, 120)
 #: ``auto`` on a machine with no GPU (a build server): the H100/H200, plus the compute_90 PTX
@@ -299,11 +296,6 @@ class CompileOptions:
     #: modes; "" = the CUDA header): templates/exps_device_prelude.h when build/prelude.py found
     #: that it gives nvcc's bytes (issue #15). Keyed: its text by the object cache, its use by flags().
     prelude: str = dataclasses.field(default="", repr=False)
-    #: keep cicc's PTX (`nvcc --keep`, which leaves the output's bytes as they are: not keyed) and
-    #: hand it back (`CompileResult.ptx`): a `fatbin` compile of one arch without a launcher only
-    #: (one virtual arch, one PTX; a launcher such as ccache may answer without running cicc).
-    #: twin_ptx.py builds a bounded twin from it with ptxas alone (issue #15)
-    keep_ptx: bool = False
 
     def __post_init__(self) -> None:
         if not self.archs:
@@ -423,8 +415,6 @@ class CompileResult:
     stderr: str
     argv: list[str]
     seconds: float
-    #: cicc's PTX when ``CompileOptions.keep_ptx`` got one, else None
-    ptx: str | None = None
 
 
 def _check_guard(what: str) -> None:
@@ -670,22 +660,14 @@ def compile_object(tu_path: Path, out_obj: Path, opts: CompileOptions, *,
                 raise UnsafePathError(f"refusing the input name {name!r} (a plain file name of ours)")
             _mirror_file(Path(target).resolve(), os.path.join(work, name))
             real[name] = str(target)
-        keep = opts.keep_ptx and opts.mode == "fatbin" and len(opts.archs) == 1 and not launcher
-        if keep:
-            os.mkdir(os.path.join(work, KEEP_DIR))
         argv = [*launcher, str(nvcc), "-c", *opts.flags(),
                 *(f"-I{links[Path(d).resolve()]}" for d in include_dirs),
-                *(["--keep", "--keep-dir", KEEP_DIR] if keep else []),
                 f"src/{tu_name}", "-o", out_name]
         text, secs = _run_nvcc("nvcc compile", argv, work, timeout_s, out_name, real, tu_path)
         out_obj.parent.mkdir(parents=True, exist_ok=True)
         _atomic_write(out_obj, Path(work, out_name).read_bytes())
-        ptx = None
-        if keep:
-            kept = sorted(Path(work, KEEP_DIR).glob("*.ptx"))
-            ptx = kept[0].read_text(errors="replace") if len(kept) == 1 else None
     log.debug("compiled %s in %.2fs", tu_path, secs)
-    return CompileResult(out_obj, parse_ptxas(text), text, argv, secs, ptx)
+    return CompileResult(out_obj, parse_ptxas(text), text, argv, secs)
 
 
 #: `nvcc` flags of the link of a `.so`: the static CUDA runtime, stripped; no device link (the
