@@ -16,9 +16,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # works from a plain c
 from doit import get_var  # noqa: E402
 
 from codegen.build.front import clean_after_doit, doit_config, dodo_settings  # noqa: E402
+from codegen.resources import SAMPLE  # noqa: E402
 from codegen.tasks import ProgressReporter, exps_tasks  # noqa: E402
 
-SETTINGS, COMMAND = dodo_settings(sys.argv[1:], get_var, Path(__file__).resolve().parent / "provingkey-sample")
+SETTINGS, COMMAND = dodo_settings(sys.argv[1:], get_var, SAMPLE)
 if COMMAND == "clean":
     if not Path(SETTINGS.build).is_dir():
         print(f"nothing to clean: no build dir {SETTINGS.build}")

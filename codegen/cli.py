@@ -5,6 +5,7 @@
     exps-codegen status PK       per AIR: current / stale / missing / skipped
     exps-codegen verify PK       host check: generated kernels (g++) vs the numpy oracle
     exps-codegen clean PK        remove what the build made (the .so files and the build dir)
+    exps-codegen sample DIR      write the embedded sample provingKey (6 AIRs) into a new or empty DIR
 
 The original tool's flags still work, with pil2-proofman's spellings: `exps-codegen [gen-exps]
 --proving-key PK [--arch A] [--cap N] [--chunk N] [--keep-dir D] [--emit-only] [--stark-src DIR]`
@@ -22,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from codegen import EMITTER_VERSION
+from codegen import EMITTER_VERSION, __version__
 from codegen.build import knobs as _knobs
 from codegen.build.preflight import UserError
 
@@ -57,7 +58,7 @@ def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="exps-codegen", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n\n", 1)[1])
-    ap.add_argument("--version", action="version", version=f"exps-codegen {EMITTER_VERSION}")
+    ap.add_argument("--version", action="version", version=f"exps-codegen {__version__} (emitter {EMITTER_VERSION})")
     sub = ap.add_subparsers(dest="cmd", metavar="COMMAND")
     for name, help_ in (("build", "build and place every <base>.exps.so"),
                         ("emit", "write the CUDA sources only (into --keep-dir)"),
@@ -78,6 +79,10 @@ def parser() -> argparse.ArgumentParser:
                             help="instead: compile every AIR afresh from its JSON (a private build dir and "
                                  "object cache, no launcher) and check that each placed .so is byte-identical "
                                  "(a .so from a shared cache or another machine is what this machine makes)")
+    sp = sub.add_parser("sample", help="write the embedded sample provingKey into DIR (new or empty)",
+                        description="write the embedded sample provingKey (its JSON inputs: 6 AIRs) into DIR, "
+                                    "a new or empty folder; then `exps-codegen build DIR`")
+    sp.add_argument("dir", metavar="DIR", help="where the sample key goes (created if missing)")
     return ap
 
 
@@ -368,6 +373,29 @@ def cmd_verify(a) -> int:
     return 1 if bad else 0
 
 
+def cmd_sample(a) -> int:
+    """The embedded sample key's JSON copied into DIR, a new or empty folder (a non-empty one is
+    refused: one line, exit 2)."""
+    from codegen.discover import shown
+    from codegen.resources import SAMPLE, sample_files
+    dst = Path(a.dir)
+    try:
+        if dst.exists() and not dst.is_dir():
+            raise UserError(f"{shown(dst)} is not a directory: give a new or empty folder for the sample key")
+        if dst.is_dir() and any(dst.iterdir()):
+            raise UserError(f"{shown(dst)} is not empty: give a new or empty folder for the sample key")
+        files = sample_files()
+        for rel in files:
+            (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(SAMPLE / rel, dst / rel)
+    except OSError as e:
+        raise UserError(f"cannot write the sample key to {shown(dst)}: {e.strerror or e}") from None
+    airs = sum(str(r).endswith(".starkinfo.json") for r in files)
+    print(f"sample provingKey ({airs} AIRs, {len(files)} JSON files) in {shown(dst)}; "
+          f"build it with: exps-codegen build {shown(dst)}")
+    return 0
+
+
 def cmd_gpucheck(a) -> int:
     from codegen.build.preflight import UserError
     from codegen.check.gpucheck import main as gmain
@@ -380,7 +408,7 @@ def cmd_gpucheck(a) -> int:
 
 
 COMMANDS = {"build": cmd_build, "emit": cmd_emit, "status": cmd_status, "verify": cmd_verify,
-            "clean": cmd_clean, "report": cmd_report, "gpucheck": cmd_gpucheck}
+            "clean": cmd_clean, "report": cmd_report, "gpucheck": cmd_gpucheck, "sample": cmd_sample}
 
 
 def _dispatch(argv: list[str]) -> int:
@@ -401,7 +429,7 @@ def _dispatch(argv: list[str]) -> int:
     if not a.cmd:
         parser().print_help()
         return 2
-    if a.verbose:
+    if getattr(a, "verbose", False):
         logging.getLogger().setLevel(logging.DEBUG)
     return COMMANDS[a.cmd](a)
 

@@ -25,8 +25,8 @@ from codegen.passes import PassStats, optimize
 from codegen.plan import Plan, plan
 from codegen.program import exact_program
 from codegen.remat import remat
+from codegen.resources import TEMPLATES
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 COMMON_HEADER = "gen_common.cuh"
 #: the launch table's types (every `<key>_abi.cpp` and the launcher include it)
 ABI_HEADER = "exps_abi.h"

@@ -31,12 +31,12 @@ from codegen.build import statedb
 from codegen.build import actions
 from codegen.build import toolchain
 from codegen.discover import Placement, kernels, scan, shown
-from codegen.emit import COMMON_FILES, TEMPLATES, NotRegularError, open_so, read_so_identity, source_hash
+from codegen.emit import COMMON_FILES, NotRegularError, open_so, read_so_identity, source_hash
 from codegen.coverage import CAP, EXPR_CAP, SLOTS_CAP
+from codegen.resources import SAMPLE, TEMPLATES
 
 log = logging.getLogger("exps_codegen")
 BASENAMES = ("ir", "tune", "emit", "cc", "link")
-SAMPLE = Path(__file__).resolve().parent.parent / "provingkey-sample"
 
 
 def default_build_dir(pk: Path) -> Path:

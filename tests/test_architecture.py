@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 from pathlib import Path
 
 import pytest
@@ -57,7 +58,8 @@ def layer(m: str) -> str:
 def test_the_subpackages() -> None:
     assert {m for m in MODULES if layer(m) == "stage"} == {
         "codegen.model", "codegen.discover", "codegen.operands", "codegen.ir", "codegen.passes",
-        "codegen.plan", "codegen.remat", "codegen.program", "codegen.coverage", "codegen.emit"}
+        "codegen.plan", "codegen.remat", "codegen.program", "codegen.coverage", "codegen.emit",
+        "codegen.resources"}
     assert {m.split(".")[-1] for m in MODULES if layer(m) == "check"} == {
         "gl64", "reference", "binfile", "hostcheck", "gpucheck", "ptxsim", "compound_ptx"}
     assert {m.split(".")[-1] for m in MODULES if layer(m) == "sample"} == {"synth"}
@@ -96,9 +98,10 @@ def test_product_never_imports_checks_samples_or_bench() -> None:
 
 def test_stages_flow_one_way() -> None:
     """model -> discover / ir -> passes / plan -> coverage -> emit: a stage imports only stages
-    before it (and the operand table); never the build machinery or the front ends."""
-    order = ["codegen.operands", "codegen.model", "codegen.discover", "codegen.ir", "codegen.passes",
-             "codegen.plan", "codegen.remat", "codegen.program", "codegen.coverage", "codegen.emit"]
+    before it (and the operand table, and resources: where the templates and the sample lie);
+    never the build machinery or the front ends."""
+    order = ["codegen.resources", "codegen.operands", "codegen.model", "codegen.discover", "codegen.ir",
+             "codegen.passes", "codegen.plan", "codegen.remat", "codegen.program", "codegen.coverage", "codegen.emit"]
     for i, m in enumerate(order):
         later = set(order[i:])
         assert not (GRAPH[m] & later), (m, GRAPH[m] & later)
@@ -114,3 +117,12 @@ def test_knobs_are_read_in_one_place() -> None:
         reads = [ln for ln in text.splitlines() if "os.environ.get(" in ln or "os.getenv(" in ln
                  or ("os.environ[" in ln and "] =" not in ln)]
         assert reads == [], (m, reads)
+
+
+def test_the_data_folders_are_found_in_one_place() -> None:
+    """Only codegen/resources.py knows where templates/ and provingkey-sample/ lie (a checkout's
+    folders, or the wheel's copies inside the package): every other module takes TEMPLATES and
+    SAMPLE from it."""
+    pattern = re.compile(r"""(["'](?:templates|provingkey[-_]sample)["']|__file__)""")
+    found = {m: sorted(set(pattern.findall(p.read_text()))) for m, p in MODULES.items() if m != "codegen.resources"}
+    assert {m: f for m, f in found.items() if f} == {}

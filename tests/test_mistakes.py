@@ -211,6 +211,30 @@ def test_unwritable_build_dir(tmp_path: Path, small_key: Path, front: str) -> No
     _nothing_created(tmp_path)
 
 
+# ---------------------------------------------------------------------- exps-codegen sample DIR
+def test_sample_into_a_non_empty_dir(tmp_path: Path) -> None:
+    d = tmp_path / "key"
+    d.mkdir()
+    (d / "mine.txt").write_text("x")
+    _one_line(_run([*bk.exps_codegen(), "sample", str(d)], tmp_path),
+              f"{PREFIX}{d} is not empty: give a new or empty folder for the sample key")
+    assert [q.name for q in d.iterdir()] == ["mine.txt"]
+
+
+def test_sample_onto_a_file(tmp_path: Path) -> None:
+    f = tmp_path / "key"
+    f.write_text("x")
+    _one_line(_run([*bk.exps_codegen(), "sample", str(f)], tmp_path),
+              f"{PREFIX}{f} is not a directory: give a new or empty folder for the sample key")
+    assert f.read_text() == "x"
+
+
+def test_sample_under_a_file(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("x")
+    _one_line(_run([*bk.exps_codegen(), "sample", str(tmp_path / "f" / "key")], tmp_path),
+              f"{PREFIX}cannot write the sample key to {tmp_path / 'f' / 'key'}: Not a directory")
+
+
 def test_cli_usage_error_is_argparse_two(tmp_path: Path) -> None:
     p = _run([*bk.exps_codegen(), "biuld", "x"], tmp_path)
     assert p.returncode == 2 and "Traceback" not in p.stderr and "invalid choice: 'biuld'" in p.stderr

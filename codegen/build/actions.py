@@ -32,13 +32,14 @@ from codegen.build.autotune import (MAX_MIN_BLOCKS, MAX_PROBES, SPILL_SLACK_BYTE
 from codegen.build.cache import ObjectCache, atomic_write
 from codegen.build.fsutil import remove_stale_temps
 from codegen.build.heartbeat import Heartbeat
-from codegen.emit import (COMMON_FILES, Q_KERNEL_RE, RUNTIME, TEMPLATES, TU_OPS, XINV_TU, KernelSource, device_tus,
+from codegen.emit import (COMMON_FILES, Q_KERNEL_RE, RUNTIME, TU_OPS, XINV_TU, KernelSource, device_tus,
                           probed_pays, q_symbols, render, render_probe, source_hash, tu_kernels, tu_twins)
 from codegen.coverage import CAP, EXPR_CAP, SLOTS_CAP, Coverage, cover, coverage_from_json, coverage_to_json
 from codegen.ir import KernelIR
 from codegen.discover import content_digest
 from codegen.model import ModelError, parse_expressionsinfo, parse_json, parse_starkinfo, read_input
 from codegen.plan import Plan, max_live, plan
+from codegen.resources import TEMPLATES
 
 log = logging.getLogger("exps_codegen")
 FORMAT = 1

@@ -24,7 +24,8 @@ from pathlib import Path
 
 from codegen.build import toolchain
 from codegen.build.cache import ObjectCache
-from codegen.emit import ABI_HEADER, COMMON_HEADER, TEMPLATES
+from codegen.emit import ABI_HEADER, COMMON_HEADER
+from codegen.resources import TEMPLATES
 
 log = logging.getLogger("exps_codegen")
 

@@ -20,10 +20,11 @@ import numpy as np
 from codegen.check import reference
 from codegen import operands
 from codegen.build import knobs as _knobs
-from codegen.emit import COMMON_FILES, RUNTIME, TEMPLATES, ExprKernel, KernelSource, render
+from codegen.emit import COMMON_FILES, RUNTIME, ExprKernel, KernelSource, render
 from codegen.coverage import Coverage
 from codegen.model import StarkInfo
 from codegen.plan import plan
+from codegen.resources import TEMPLATES
 
 P = 0xFFFFFFFF00000001
 EPS = 0xFFFFFFFF
