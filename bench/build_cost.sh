@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Cold-build wall and CPU of one or more trees of exps-codegen on the same keys, one after the
-# other (issue #15). Usage:
+# other. Usage:
 #   bash bench/build_cost.sh OUT_DIR TREE [TREE...] -- KEY [KEY...]
 # e.g. bench/build_cost.sh /tmp/cost /tmp/before "$PWD" -- provingkey-sample ../shared/pk/*/provingKey
 # Each build: a copy of the key, an empty object cache and build root, arch 90, `python3 -m

@@ -5,13 +5,6 @@
 //   cur   templates/gen_common.cuh           (device carry-chain forms)
 //   port  templates/gen_common.cuh -DEXPS_PORTABLE   (the portable C forms, run on the device:
 //                                                     the arithmetic the host check runs)
-//   v045  bench/baseline/gen_common_v045.cuh -DFO_V045 (emitter 0.4.5's header: the "before")
-//   v010  bench/baseline/gen_common_v010.cuh -DFO_V010 (the header before issue #13)
-//   m050  bench/baseline/gl_mul_variants.cuh -DEXPS_GL_MUL_V050, then templates/gen_common.cuh
-//         (gl_mul: the form of emitter 0.5.0)
-//   mw5   the same with -DEXPS_GL_MUL_W5 (gl_mul: the all-IMAD.WIDE candidate)
-//   lazy  templates/gen_common.cuh + bench/lazy_ops.cuh -DFO_LAZY (gl3_mul as gl3_mul_v, the q_mix
-//         loop's gl3_add(gl3_mul(.)) fused into its accumulators: checked mod p, not word for word)
 //
 // <ns>_check(op, a, b, out, n): out[i] = op(a[i], b[i]) on the GPU (host buffers in and out;
 //   extension ops read and write 3 words per element).
@@ -28,25 +21,9 @@
 #define FO_CAT(a, b) FO_CAT2(a, b)
 
 namespace FO_NS {
-#if defined(FO_V010)
-#include "gen_common_v010.cuh"
-#elif defined(FO_V045)
-#include "gen_common_v045.cuh"
-#elif defined(FO_LAZY)
-#include "lazy_ops.cuh"
-#else
-#if defined(EXPS_GL_MUL_V050) || defined(EXPS_GL_MUL_W5)
-#include "gl_mul_variants.cuh"
-#endif
 #include "gen_common.cuh"
-#endif
-#if defined(FO_LAZY)
-#define FO_MUL33(x, y) gl3_mul_v(x, y)
-#define FO_MULADD33(x, y, z) lz_gl3_mul_add(x, y, z)
-#else
 #define FO_MUL33(x, y) gl3_mul(x, y)
 #define FO_MULADD33(x, y, z) gl3_add(gl3_mul(x, y), z)
-#endif
 
 enum { ADD = 0, SUB = 1, MUL = 2, NEG = 3, MUL33 = 4, MUL31 = 5, ADD33 = 6, SUB33 = 7, INV = 8, MIX = 9,
        MULADD33 = 10 };

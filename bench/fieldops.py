@@ -3,19 +3,11 @@
 
     python3 bench/fieldops.py --out $OUT            # on the GPU machine (nvcc, a GPU, numpy)
 
-Builds bench/fieldops.cu six times into one library (bench/fieldops.cu says why):
+Builds bench/fieldops.cu twice into one library (bench/fieldops.cu says why):
   cur   the header's device forms (carry chains, behind __CUDA_ARCH__),
-  port  the same header with -DEXPS_PORTABLE: the portable C forms the host check runs, on the GPU,
-  v045  bench/baseline/gen_common_v045.cuh, the header of emitter 0.4.5 (the "before": ALU-bound
-        device forms, before the pipe-balanced ones of 0.5.0),
-  v010  bench/baseline/gen_common_v010.cuh, the header before issue #13,
-  m050  cur but gl_mul the form of emitter 0.5.0 (18 SASS; bench/baseline/gl_mul_variants.cuh,
-        -DEXPS_GL_MUL_V050),
-  mw5   cur but gl_mul the other candidate of issue #13 (every partial product one IMAD.WIDE;
-        the same file, -DEXPS_GL_MUL_W5),
-  lazy  cur with the value path's gl3_mul_v and bench/lazy_ops.cuh's fused gl3_mul + gl3_add (issue #13
-        study: accumulators, one reduction per output component). Checked mod p (its words are
-        the right field elements, not the production's), every other variant word for word.
+  port  the same header with -DEXPS_PORTABLE: the portable C forms the host check runs, on the GPU.
+A change of a device form is checked here before any kernel runs it; to compare a candidate form
+with the header's, build it as a third namespace the same way (FO_NS and its -I / -D flags).
 
 Check: every op (gl_add, gl_sub, gl_mul, gl_neg, gl3_mul, gl3_mul31, gl3_add, gl3_sub; gl_inv on
 --n-inv) on --n (default 2^24) operand pairs, of which the first are every ordered pair of EDGE
@@ -69,12 +61,10 @@ BENCH = {  # op -> (id, counted ops per thread per iteration, what is counted, i
     "gl_add": (0, 8, "adds", 4096), "gl_sub": (1, 8, "subs", 4096), "gl_mul": (2, 8, "mults", 4096),
     "gl3_mul": (4, 18, "base mults", 1024), "q_mix": (9, 18, "base mults", 1024),
 }
-VARIANTS = ("v010", "v045", "port", "cur", "m050", "mw5", "lazy")
-#: variants whose results are checked as field elements (canonical forms), not as words
-VALUE_ONLY = {"lazy"}
+#: namespace -> extra nvcc flags of its build of bench/fieldops.cu
+VARIANTS = {"port": ["-DEXPS_PORTABLE"], "cur": []}
 #: column titles of fieldops.md
-LABELS = {"v010": "v010", "v045": "v045 (before)", "port": "portable C", "cur": "device forms (after)",
-          "m050": "gl_mul of 0.5.0 (m050)", "mw5": "gl_mul w5 (mw5)", "lazy": "value-only gl3_mul (lazy)"}
+LABELS = {"port": "portable C", "cur": "device forms"}
 
 
 # ------------------------------------------------------------------------------------ inputs
@@ -137,11 +127,6 @@ def make_inputs(op: str, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
             np.concatenate([eb, random_words(rng, m)])[:n].copy())
 
 
-def canon(w: np.ndarray) -> np.ndarray:
-    """The canonical form of every word (value mod p)."""
-    return np.where(w >= np.uint64(P), w - np.uint64(P), w)
-
-
 # ------------------------------------------------------------------------------------ oracle
 _A: np.ndarray | None = None
 _B: np.ndarray | None = None
@@ -184,16 +169,10 @@ def first_diff(got: np.ndarray, want: np.ndarray, a: np.ndarray, b: np.ndarray) 
 # ------------------------------------------------------------------------------------ build / run
 def build(out_dir: Path, arch: str) -> tuple[Path, dict[str, str]]:
     out_dir.mkdir(parents=True, exist_ok=True)
-    variants = {"cur": ["-I", str(REPO / "templates")],
-                "port": ["-I", str(REPO / "templates"), "-DEXPS_PORTABLE"],
-                "v045": ["-I", str(REPO / "bench" / "baseline"), "-DFO_V045"],
-                "v010": ["-I", str(REPO / "bench" / "baseline"), "-DFO_V010"],
-                "m050": ["-I", str(REPO / "templates"), "-I", str(REPO / "bench" / "baseline"), "-DEXPS_GL_MUL_V050"],
-                "mw5": ["-I", str(REPO / "templates"), "-I", str(REPO / "bench" / "baseline"), "-DEXPS_GL_MUL_W5"],
-                "lazy": ["-I", str(REPO / "templates"), "-I", str(REPO / "bench"), "-DFO_LAZY"]}
     objs, reports = [], {}
     procs = {}
-    for ns, extra in variants.items():
+    for ns, flags in VARIANTS.items():
+        extra = ["-I", str(REPO / "templates"), *flags]
         obj = out_dir / f"fieldops_{ns}.o"
         argv = ["nvcc", "-O3", f"-arch=sm_{arch}", "-Xcompiler", "-fPIC", "-Xptxas", "-v", "-c",
                 f"-DFO_NS={ns}", *extra, str(REPO / "bench" / "fieldops.cu"), "-o", str(obj)]
@@ -292,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         row = {"pairs": n, "edge_pairs": len(EDGE) ** 2 * (9 if op in DIM3 else 1)}
         for ns in VARIANTS:
             got = run_check(lib, ns, op, x, y)
-            ok = bool(np.array_equal(canon(got), canon(want)) if ns in VALUE_ONLY else np.array_equal(got, want))
+            ok = bool(np.array_equal(got, want))
             row[ns] = "0 mismatches" if ok else first_diff(got, want, x, y)
             bad += not ok
         res["check"][op] = row
@@ -324,8 +303,7 @@ def main(argv: list[str] | None = None) -> int:
            for op, r in res["check"].items()]
     if res["bench"]:
         benched = [ns for ns in VARIANTS if all(ns in r for r in res["bench"].values())]
-        ratios = [(x, y) for x, y in (("cur", "v045"), ("cur", "m050"), ("mw5", "m050"), ("mw5", "cur"), ("lazy", "cur"))
-                  if x in benched and y in benched]
+        ratios = [(x, y) for x, y in (("cur", "port"),) if x in benched and y in benched]
         md += ["", f"Register-only loops, {res['blocks']} blocks x 256 threads, median of {a.reps}:", "",
                "| loop | counted | " + " | ".join(LABELS[ns] for ns in benched)
                + "".join(f" | {x} / {y}" for x, y in ratios) + " |",

@@ -1,6 +1,6 @@
 """Refit the autotuner's cost model (codegen/build/autotune.py `CostModel`) on a GPU sweep.
 
-    python3 bench/fit_cost.py bench/data/sweep-waves-h200.json provingkey-sample ../shared/pk/*/provingKey
+    python3 bench/fit_cost.py tests/data/sweep-11waves-h200.json provingkey-sample ../shared/pk/*/provingKey
 
 The sweep (`bench/sweep.py --waves ...`) timed every chunking of every AIR at several wave sizes.
 Each timing is modelled as

@@ -32,7 +32,7 @@
 // `interp_host_run` / `interp_host_expr_run`, so the CPU tests check this very code against the
 // numpy oracle.
 //
-// Build (bench/build_interp.py does this):
+// Build (bench/interp_lib.py build_gpu does this):
 //   nvcc -arch sm_90 -O3 -Xcompiler -fPIC -shared -DGL64_PARTIALLY_REDUCED -I templates
 //        bench/interp.cu -o bench/libinterp.so
 #include "gen_common.cuh"

@@ -1,17 +1,15 @@
 #!/usr/bin/env python3
-"""Launch overhead of two builds of the same AIRs on one GPU (issue #15): the host time one call of
+"""Launch overhead of two builds of the same AIRs on one GPU: the host time one call of
 `exps_launch_expr` / `exps_launch` takes (the launcher's own cost: argument setup, kernel lookup,
 cudaLaunchKernel) and the GPU time of the queued launches, with tiny row counts, so that the kernels
 themselves cost almost nothing.
 
     python3 bench/launch_overhead.py --pk AFTER_PK --before BEFORE_PK [--air Name ...] --out OUT
 
-Both builds must hold the same kernels (the device code is identical across the launch-path
-change); what differs is how a launch reaches the driver: `<<<>>>` through the .so's registered
-fatbin (before) or cudaLaunchKernel of a cudaKernel_t looked up once (after). The first call of a
-process also loads the kernels (after: cudaLibraryLoadData + cudaLibraryGetKernel of every kernel),
-timed on its own as "first call". Sides alternate (before, after, before, ...), 5 rounds, medians.
-Needs CuPy and a GPU.
+Both builds should hold the same kernels (a change of the launcher, not of the device code): what
+it measures is how a launch reaches the driver. The first call of a process also loads the kernels
+(cudaLibraryLoadData + cudaLibraryGetKernel of every kernel), timed on its own as "first call".
+Sides alternate (before, after, before, ...), 5 rounds, medians. Needs CuPy and a GPU.
 """
 from __future__ import annotations
 

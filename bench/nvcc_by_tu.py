@@ -1,4 +1,4 @@
-"""nvcc CPU by kind of TU, from bench/nvcc_log.sh's log (issue #15): a markdown table.
+"""nvcc CPU by kind of TU, from bench/nvcc_log.sh's log: a markdown table.
 Usage: python3 bench/nvcc_by_tu.py LOG"""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# An EXPS_NVCC wrapper that logs the CPU of every nvcc call (issue #15): one line per call to
+# An EXPS_NVCC wrapper that logs the CPU of every nvcc call: one line per call to
 # $NVCC_LOG (default /tmp/nvcc_calls.log), "<user+sys s> <wall s> <flags it added> <nvcc
 # arguments>"; device compiles (-fatbin / -cubin) get $NVCC_EXTRA's flags first (e.g.
 # NVCC_EXTRA="-Xptxas -Ofc=min").

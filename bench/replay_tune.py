@@ -1,7 +1,7 @@
 """Replay the autotuner on a GPU sweep's recorded ptxas reports and compare its choice with the
 sweep's fastest chunking (the tuner's choice is a function of the ptxas reports only).
 
-    python3 bench/replay_tune.py bench/data/sweep-waves-h200.json ../shared/pk/*/provingKey provingkey-sample
+    python3 bench/replay_tune.py tests/data/sweep-11waves-h200.json ../shared/pk/*/provingKey provingkey-sample
 """
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ outputs compared word for word on all NExt rows, and against the numpy oracle at
 both timed with CUDA events (warm-ups, then the median of --reps runs). Device copy bandwidth is
 measured once; floor = (distinct columns read once + 3 q columns) * 8 B * NExt / bandwidth.
 
-Writes $OUT/bench.json (everything), $OUT/bench.md (a table for docs/BENCHMARKS.md) and
+Writes $OUT/bench.json (everything), $OUT/bench.md (a markdown table) and
 $OUT/bench.png (bar chart, log scale), and prints the table last. Exit status 1 if any output
 differs or any AIR failed.
 """
@@ -55,13 +55,13 @@ EDGE = (0, 1, 2, 3, EPS - 1, EPS, EPS + 1, P - 2, P - 1, P, P + 1, P + 2, 1 << 6
 POISON = 0xDEC0DEDDEC0DEDDE
 POISON2 = 0xBADC0FFEE0DDF00D
 N_BLOCKS = 512          # grid of the interpreter (and of the generated kernels)
-GEN_WAVE = 512 * 256    # rows per wave of a chunked kernel under v0.1.0's launcher (512-block cap)
+GEN_WAVE = 512 * 256    # rows per wave of the original generator's launcher (512-block cap)
 AMPLE_WORDS = 1 << 29   # "ample" scratch: every row in one wave, or at most 4 GiB of it
 
 
 def ample_scratch(slots: int, n_ext: int) -> int:
     """Scratch words given as "ample": the whole domain in one wave when it fits in AMPLE_WORDS,
-    else as many rows as do (and never less than v0.1.0's 512-block wave)."""
+    else as many rows as do (and never less than the original's 512-block wave)."""
     rows = min(n_ext, max(GEN_WAVE, AMPLE_WORDS // max(slots, 1)))
     return max(slots, 1) * rows
 
@@ -248,7 +248,7 @@ def launches(chunks: int | None, min_scratch: int, n_ext: int, scratch_elems: in
              cap_blocks: int | None = None) -> int | None:
     """Kernel launches of one exps_launch at n_ext rows: 1 for a single kernel, chunks x waves
     otherwise; a wave is scratch_elems / (slots x 256) blocks of 256 rows (at most every row; with
-    `cap_blocks`, at most that: v0.1.0's launcher capped it at 512). scratch_elems None: 512 blocks."""
+    `cap_blocks`, at most that: the original's launcher capped it at 512). scratch_elems None: 512 blocks."""
     if chunks is None:
         chunks = 1 if min_scratch == 0 else None
     if chunks is None:

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""SASS of every kernel of two builds, function by function (issue #15: a change of the build or
-launch path must leave the device code of every kernel as it was; no GPU needed).
+"""SASS of every kernel of two builds, function by function: a change of the build or launch path
+must leave the device code of every kernel as it was (no GPU needed).
 
     python3 bench/sass_diff.py [--names] BEFORE_DIR AFTER_DIR
 
@@ -8,8 +8,8 @@ Every `*.exps.so` under AFTER_DIR is matched to the one at the same relative pat
 `cuobjdump -sass` of each is cut into functions (`Function : <name>` to the next), per arch, and
 the instruction text compared (addresses and encodings included; runs of blanks count as one). Exit 1 on any difference or a
 function present on one side only. `--names`: a kernel is matched by its kind and number only
-(`<key>_q_c<c>_k` before emitter 0.6.0's content names, `k<digest>_q_c<c>_k` after; `_x_e<expId>_k`
-alike), in function names and in the instruction text.
+(`_q_c<c>_k`, `_x_e<expId>_k`, whatever precedes it: two trees that name kernels differently, e.g.
+by key or by a digest of their content), in function names and in the instruction text.
 """
 from __future__ import annotations
 

@@ -1,46 +1,31 @@
 #!/usr/bin/env python3
-"""SASS instructions by integer pipe and registers, per variant of gl_mul (issue #13); host only.
+"""SASS instructions by integer pipe, registers and spills of the field ops or of an emitted key's
+kernels (host only: nvcc and cuobjdump, no GPU).
 
     python3 bench/sass_pipes.py probe             # bench/sass_probe.cu: k_add, k_sub, k_mul, k_mul3, k_mul3v, k_accmul
-    python3 bench/sass_pipes.py probe FILE.cu --variants cur   # any other (bench/fp64_pipe.cu: FP64 counted apart)
+    python3 bench/sass_pipes.py probe FILE.cu     # the one-op kernels of another .cu (FP64 counted apart)
     python3 bench/sass_pipes.py tus DIR           # every DIR/*/src/*.cu (`exps-codegen emit PK
                                                   #   --keep-dir DIR`): per kernel and in total
 
-    python3 bench/sass_pipes.py cubins DIR OUT    # every DIR/*/src/*.cu -> OUT/<DIR name>_*.cubin, with
-                                                  #   the header emitted beside it (emit with each tree)
-    python3 bench/sass_pipes.py dirs A B          # two such OUTs (two trees' templates), kernel by kernel
-
-`dirs` is a static pre-screen of a field-op change (session 23; issue #14): per kernel, the hot path
-(its instructions up to the first unpredicated EXIT: the value path's fast rows, not the exact
-fallback) in issue slots and in cycles of each integer pipe of one SM sub-partition, from session
-11's H200 rates (bench/data/fma-pipe-h200-s11.txt: IMAD.WIDE / IMAD.HI 4 cycles a warp
-instruction, other IMAD* 2, ALU 2), and the larger of the three as the kernel's model; printed as
-B / A medians per kind (Q chunks, expression WRITE kernels `_k`, inverse kernels `_ki`). Register
-loops on the GPU have run such counts' winners no faster (session 6's mw5), and in full kernels
-neither form it favoured was faster (session 24: the IMAD.WIDE halves, model 0.889, ran 0.99x; the
-ALU reduction tail, model 0.928, ran 0.97x): a model, not a timing, and not a predictor either.
-
-Variants: cur (templates/gen_common.cuh as it is), m050 (-DEXPS_GL_MUL_V050: gl_mul of emitter
-0.5.0), mw5 (-DEXPS_GL_MUL_W5); --variants picks. Compiles with nvcc -cubin -arch=sm_XX -O3
-(-Xptxas=-v for the registers) and reads cuobjdump -sass. Pipes as on the H100/H200: IMAD.WIDE and
-IMAD.HI the FMA-heavy half of the FMA pipe, other IMAD* (IMAD.X, IMAD.MOV, IMAD.IADD, ...) the FMA
-pipe, the rest (IADD3, SEL, SHF, LOP3, MOV, ...) ALU. `probe` leaves out loads, stores, constant
-loads and address arithmetic as bench/sass_count.sh does; `tus` counts whole kernels.
+Compiles with nvcc -cubin -arch=sm_XX -O3 (-Xptxas=-v for the registers) and reads cuobjdump -sass.
+Pipes as on the H100/H200: IMAD.WIDE and IMAD.HI the FMA-heavy half of the FMA pipe, other IMAD*
+(IMAD.X, IMAD.MOV, IMAD.IADD, ...) the FMA pipe, the rest (IADD3, SEL, SHF, LOP3, MOV, ...) ALU.
+`probe` leaves out each kernel's loads, stores, constant loads and address arithmetic, so what it
+prints is the op's own count (the figures templates/gen_common.cuh quotes); `tus` counts whole
+kernels. A count is a static figure, not a timing: forms with fewer instructions on the busier pipe
+have run no faster in real kernels (docs/BENCHMARKS.md, "Levers tried and rejected").
 """
 from __future__ import annotations
 
 import argparse
 import collections
-import math
 import re
-import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-VARIANTS = {"cur": [], "m050": ["-DEXPS_GL_MUL_V050"], "mw5": ["-DEXPS_GL_MUL_W5"]}
 _INS = re.compile(r"\s+/\*[0-9a-f]{4,}\*/\s+(@!?U?P\w+\s+)?([A-Z0-9_.]+)(.*)")
 _OVERHEAD = re.compile(r"^(LDC|S2R|ULDC|LDG|STG|EXIT|BRA)|^IMAD\.WIDE$")
 _FP64 = re.compile(r"^D(FMA|ADD|MUL|SETP|MNMX)")
@@ -48,7 +33,7 @@ _FP64 = re.compile(r"^D(FMA|ADD|MUL|SETP|MNMX)")
 
 def compile_cubin(src: Path, out: Path, flags: list[str], arch: str) -> str:
     argv = ["nvcc", "-cubin", f"-arch=sm_{arch}", "-O3", "-std=c++17", "-DGL64_PARTIALLY_REDUCED",
-            "-Xptxas=-v", *flags, "-I", str(REPO / "templates"), "-I", str(REPO / "bench" / "baseline"), str(src), "-o", str(out)]
+            "-Xptxas=-v", *flags, "-I", str(REPO / "templates"), str(src), "-o", str(out)]
     p = subprocess.run(argv, capture_output=True, text=True)
     if p.returncode:
         raise RuntimeError(f"{' '.join(argv)}:\n{p.stdout}{p.stderr}")
@@ -110,133 +95,42 @@ def pipes(cubin: Path, skip_overhead: bool) -> dict[str, collections.Counter]:
     return res
 
 
-_UNTIMED = re.compile(r"^(U|R2UR|S2UR|LD|ST|S2R|BRA|EXIT|CALL|RET|BAR|BSSY|BSYNC|WARPSYNC)")
-
-
-def hot_path(cubin: Path) -> dict[str, collections.Counter]:
-    """{kernel: Counter(issue, fma, alu)}: the hot path's issue slots and pipe cycles (module doc)."""
-    res: dict[str, collections.Counter] = {}
-    done: set[str] = set()
-    for name, op, _rest, pred in instructions(cubin):
-        if op is None:
-            res[name] = collections.Counter()
-            continue
-        if name in done:
-            continue
-        c = res[name]
-        c["issue"] += 1
-        if re.match(r"IMAD\.(WIDE|HI)", op):
-            c["fma"] += 4
-        elif op.startswith("IMAD"):
-            c["fma"] += 2
-        elif not _UNTIMED.match(op):
-            c["alu"] += 2
-        if op == "EXIT" and not pred:
-            done.add(name)
-    return res
-
-
-def kind_of(kernel: str) -> str | None:
-    if "_q_c" in kernel:
-        return "Q chunk"
-    if "_x_e" in kernel:
-        return "expression _ki" if re.search(r"_x_e\d+_ki", kernel) else "expression _k"
-    return None
-
-
-def compare_dirs(a: Path, b: Path) -> list[str]:
-    """B against A, per kind: the model's median ratio (range), FMA / ALU / issue medians, summed."""
-    rows: dict[str, list[tuple[collections.Counter, collections.Counter]]] = collections.defaultdict(list)
-    for ca in sorted(a.glob("*.cubin")):
-        cb = b / ca.name
-        if not cb.is_file():
-            continue
-        ka, kb = hot_path(ca), hot_path(cb)
-        for k, x in ka.items():
-            if k in kb and kind_of(k):
-                rows[kind_of(k)].append((x, kb[k]))
-    model = lambda c: max(c["fma"], c["alu"], c["issue"])  # noqa: E731
-    out = []
-    for kind, pairs in sorted(rows.items()):
-        r = [model(y) / model(x) for x, y in pairs]
-        med = lambda f: statistics.median(f(y) / max(f(x), 1) for x, y in pairs)  # noqa: E731
-        sa, sb = sum(model(x) for x, _ in pairs), sum(model(y) for _, y in pairs)
-        out.append(f"{kind}: {len(pairs)} kernels, model B/A median {statistics.median(r):.3f} "
-                   f"({min(r):.3f}-{max(r):.3f}); FMA {med(lambda c: c['fma']):.3f}, ALU {med(lambda c: c['alu']):.3f}, "
-                   f"issue {med(lambda c: c['issue']):.3f}; summed {sa} -> {sb} ({sb / sa:.3f})")
-    return out
-
-
 def fmt(c: collections.Counter) -> str:
     return (f"{c['total']:6d} total  {c['alu']:6d} ALU ({c['mov']} MOV)  {c['fma']:6d} FMA  {c['heavy']:5d} FMA-heavy"
             + (f"  {c['fp64']:4d} FP64" if c["fp64"] else ""))
 
 
-def blocks_per_sm(regs: int, threads: int = 256) -> int:
-    """Resident 256-thread blocks per SM on sm_90 (65536 registers, 64 warps; 8-register granules)."""
-    return min(64 * 32 // threads, 65536 // (threads * math.ceil(max(regs, 1) / 8) * 8))
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=("probe", "tus", "cubins", "dirs"))
-    ap.add_argument("dir", nargs="?", help="tus, cubins: the --keep-dir of `exps-codegen emit`; dirs: A; "
+    ap.add_argument("what", choices=("probe", "tus"))
+    ap.add_argument("dir", nargs="?", help="tus: the --keep-dir of `exps-codegen emit`; "
                     "probe: another .cu than bench/sass_probe.cu")
-    ap.add_argument("out", nargs="?", help="cubins: where the .cubin files go; dirs: B")
-    ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--arch", default="90")
     a = ap.parse_args(argv)
-    variants = a.variants.split(",")
-    if a.what == "dirs":
-        if not (a.dir and a.out):
-            ap.error("dirs needs A and B")
-        print("\n".join(compare_dirs(Path(a.dir), Path(a.out))))
-        return 0
-    if a.what == "cubins":
-        if not (a.dir and a.out):
-            ap.error("cubins needs DIR and OUT")
-        out = Path(a.out)
-        out.mkdir(parents=True, exist_ok=True)
-        for tu in sorted(Path(a.dir).glob("*/src/*.cu")):
-            if tu.name != "exps_xinv.cu":
-                compile_cubin(tu, out / f"{Path(a.dir).name}_{tu.parent.parent.name}_{tu.stem}.cubin", [], a.arch)
-        return 0
     with tempfile.TemporaryDirectory() as tmp:
         if a.what == "probe":
             src = Path(a.dir) if a.dir else REPO / "bench" / "sass_probe.cu"
-            for v in variants:
-                cub = Path(tmp) / f"{v}.cubin"
-                compile_cubin(src, cub, VARIANTS[v], a.arch)
-                for fn, c in sorted(pipes(cub, True).items()):
-                    print(f"{v:5s} {fn:8s} {fmt(c)}")
+            cub = Path(tmp) / "probe.cubin"
+            compile_cubin(src, cub, [], a.arch)
+            for fn, c in sorted(pipes(cub, True).items()):
+                print(f"{fn:8s} {fmt(c)}")
             return 0
         if not a.dir:
             ap.error("tus needs DIR")
         tus = sorted(Path(a.dir).glob("*/src/*.cu"))
-        tot = {v: collections.Counter() for v in variants}
-        per = {v: {} for v in variants}
+        tot: collections.Counter = collections.Counter()
+        n = 0
         for tu in tus:
-            for v in variants:
-                cub = Path(tmp) / f"{v}_{tu.stem}.cubin"
-                regs, spills = registers(compile_cubin(tu, cub, VARIANTS[v], a.arch))
-                for fn, c in pipes(cub, False).items():
-                    per[v][(tu.stem, fn)] = (regs.get(fn, 0), c)
-                    tot[v].update(c)
-                    tot[v]["regs"] += regs.get(fn, 0)
-                    tot[v]["spill"] += spills.get(fn, 0)
-        base = variants[0]
-        for key in sorted(per[base]):
-            print(f"{key[0]} {key[1][-24:]}: " + " | ".join(
-                f"{v} {per[v][key][0]:3d} regs {per[v][key][1]['total']:5d} ins" for v in variants))
-        print(f"{len(per[base])} kernels in {len(tus)} TUs")
-        for v in variants:
-            print(f"{v:5s} {fmt(tot[v])}  registers summed {tot[v]['regs']}, spill stores {tot[v]['spill']} bytes")
-        for v in variants[1:]:
-            d = [per[v][k][0] - per[base][k][0] for k in per[base]]
-            occ = [blocks_per_sm(per[v][k][0]) - blocks_per_sm(per[base][k][0]) for k in per[base]]
-            print(f"{v} vs {base}: registers up in {sum(x > 0 for x in d)} kernels (at most +{max(d)}), down in "
-                  f"{sum(x < 0 for x in d)} (at most {min(d)}); 256-thread blocks per SM fewer in "
-                  f"{sum(x < 0 for x in occ)}, more in {sum(x > 0 for x in occ)}")
+            cub = Path(tmp) / f"{tu.stem}.cubin"
+            regs, spills = registers(compile_cubin(tu, cub, [], a.arch))
+            for fn, c in sorted(pipes(cub, False).items()):
+                print(f"{tu.stem} {fn[-24:]}: {regs.get(fn, 0):3d} regs, {spills.get(fn, 0)} B spilled  {fmt(c)}")
+                tot.update(c)
+                tot["regs"] += regs.get(fn, 0)
+                tot["spill"] += spills.get(fn, 0)
+                n += 1
+        print(f"{n} kernels in {len(tus)} TUs")
+        print(f"{fmt(tot)}  registers summed {tot['regs']}, spill stores {tot['spill']} bytes")
     return 0
 
 

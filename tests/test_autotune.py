@@ -437,8 +437,8 @@ def _evenly_spaced_and_top(k: int):
 
 
 @requires("pk")
-@pytest.mark.parametrize("sweep_file", ["sweep-waves-h200.json", "sweep-waves-h200-s4.json", "sweep-h200-s7.json",
-                                        "sweep-h200-s14.json"])
+@pytest.mark.parametrize("sweep_file", ["sweep-11waves-h200.json", "sweep-3waves-h200.json", "sweep-5airs-h200.json",
+                                        "sweep-2048-h200.json"])
 def test_sampled_registers_choose_as_every_chunks_registers_would(sweep_file: str) -> None:
     """The four H200 sweeps that recorded every chunk kernel's registers (sessions 3, 4, 7, 14; 19,
     19, 5 and 19 AIRs): the tuner that sees only the `representatives`' registers (PROBE_SAMPLE = 6
@@ -450,7 +450,7 @@ def test_sampled_registers_choose_as_every_chunks_registers_would(sweep_file: st
     from bench.replay_tune import q_irs, replay
     from codegen.build.actions import PROBE_SAMPLE, representatives
     assert PROBE_SAMPLE == 6
-    sweep = json.loads((ROOT / "bench" / "data" / sweep_file).read_text())
+    sweep = json.loads((ROOT / "tests" / "data" / sweep_file).read_text())
     irs = q_irs([ROOT / "provingkey-sample", *sorted(PK.glob("*/provingKey"))])
     every = {air: t.ops_per_chunk for air, (t, _, _) in replay(sweep, irs).items()}
 
@@ -459,19 +459,19 @@ def test_sampled_registers_choose_as_every_chunks_registers_would(sweep_file: st
     assert len(every) in (5, 19)
     assert sampled(representatives) == every
     three = sampled(_evenly_spaced_and_top(3))
-    missed = {"sweep-h200-s7.json": {"connection/ConnectionNew": (128, 96)},
-              "sweep-h200-s14.json": {"provingkey-sample/Large": (96, 128)}}
+    missed = {"sweep-5airs-h200.json": {"connection/ConnectionNew": (128, 96)},
+              "sweep-2048-h200.json": {"provingkey-sample/Large": (96, 128)}}
     assert {a: (three[a], every[a]) for a in every if three[a] != every[a]} == missed.get(sweep_file, {})
     five = sampled(_evenly_spaced_and_top(5))
-    assert (five == every) == (sweep_file != "sweep-waves-h200.json")
+    assert (five == every) == (sweep_file != "sweep-11waves-h200.json")
 
 
 #: per recorded sweep: probes of every AIR's tune with margin 0 and with PRUNE_MARGIN (the build's
 #: representatives sampled), and what margin 0.08 chooses differently (AIR: (exact, 0.08))
-MARGIN_SWEEPS = {"sweep-waves-h200.json": (26, 25, {"SpecifiedRanges": (128, 96)}),
-                 "sweep-waves-h200-s4.json": (30, 27, {"SpecifiedRanges": (192, 0)}),
-                 "sweep-h200-s7.json": (14, 12, {"SpecifiedRanges": (192, 0)}),
-                 "sweep-h200-s14.json": (28, 26, {"SpecifiedRanges": (192, 96)})}
+MARGIN_SWEEPS = {"sweep-11waves-h200.json": (26, 25, {"SpecifiedRanges": (128, 96)}),
+                 "sweep-3waves-h200.json": (30, 27, {"SpecifiedRanges": (192, 0)}),
+                 "sweep-5airs-h200.json": (14, 12, {"SpecifiedRanges": (192, 0)}),
+                 "sweep-2048-h200.json": (28, 26, {"SpecifiedRanges": (192, 96)})}
 
 
 @requires("pk")
@@ -483,11 +483,11 @@ def test_the_prune_margin_keeps_every_choice_on_the_recorded_sweeps(sweep_file: 
     chunk or as one kernel instead (1.03x-1.85x slower on the sweeps)."""
     from bench.replay_tune import q_irs, replay
     assert at.PRUNE_MARGIN == 0.05
-    sweep = json.loads((ROOT / "bench" / "data" / sweep_file).read_text())
+    sweep = json.loads((ROOT / "tests" / "data" / sweep_file).read_text())
     irs = q_irs([ROOT / "provingkey-sample", *sorted(PK.glob("*/provingKey"))])
 
     def run(margin: float) -> dict[str, tuple[int, int]]:
-        got = replay(sweep, irs, _sampler(), wave="2048" if "s14" in sweep_file else None, margin=margin)
+        got = replay(sweep, irs, _sampler(), wave="2048" if "2048" in sweep_file else None, margin=margin)
         return {air.split("/")[-1]: (t.ops_per_chunk, len(t.probes)) for air, (t, _, _) in got.items()}
     exact, pruned, coarse = run(0.0), run(at.PRUNE_MARGIN), run(0.08)
     n_exact, n_pruned, changed = MARGIN_SWEEPS[sweep_file]
@@ -498,16 +498,16 @@ def test_the_prune_margin_keeps_every_choice_on_the_recorded_sweeps(sweep_file: 
 
 
 def test_the_tuner_takes_the_fastest_chunking_of_mid_size_synthetic_qs(tmp_path) -> None:
-    """bench/data/sweep-midsize-h200-s20.json: the synthetic Qs of 3,000 and 8,000 ops (`synth
+    """tests/data/sweep-midsize-h200.json: the synthetic Qs of 3,000 and 8,000 ops (`synth
     --large-ops`, 2,996 and 7,999 after the passes) built at every chunking up to 384 ops per chunk
-    and timed on the H200 at 2^22 rows with uniform inputs (bench/midsize_round.sh). Replayed as a
-    build probes (the representatives' registers), with PRUNE_MARGIN as with margin 0, the tuner
+    and timed on the H200 at 2^22 rows with uniform inputs (`SYNTH_OPS="3000 8000" KEYS=" "
+    MAX_CHUNK=384 bash bench/gpu_round.sh OUT sweep`). Replayed as a build probes (the representatives' registers), with PRUNE_MARGIN as with margin 0, the tuner
     takes the fastest plan that does not spill (at the launcher's 2,048-block waves): 128 ops per
     chunk (26.37 ms; 192 27.34, 96 spills 24 B) from three probes (four while both neighbours of a
     probe were compiled at once: 256 too) and 192 (53.48 ms; 128 spills 24 B, 96 54.41) from three."""
     from bench.replay_tune import q_irs, replay
     from codegen.sample.synth import main as synth_main
-    sweep = json.loads((ROOT / "bench" / "data" / "sweep-midsize-h200-s20.json").read_text())
+    sweep = json.loads((ROOT / "tests" / "data" / "sweep-midsize-h200.json").read_text())
     for n, chosen, probes in ((3000, 128, [192, 128, 96]), (8000, 192, [192, 128, 256])):
         assert synth_main([str(tmp_path / f"k{n}"), "--large-ops", str(n)]) == 0
         irs = q_irs([tmp_path / f"k{n}"])
@@ -521,7 +521,7 @@ def test_the_tuner_takes_the_fastest_chunking_of_mid_size_synthetic_qs(tmp_path)
 
 @requires("pk")
 def test_sampled_registers_choose_well_on_the_session_14_sweep() -> None:
-    """bench/data/sweep-h200-s14.json: every chunking of every AIR of >= 60 Q ops of the sample and
+    """tests/data/sweep-2048-h200.json: every chunking of every AIR of >= 60 Q ops of the sample and
     ../shared/pk at emitter 0.18.3, timed on the H200 at 2^22 rows (chunked plans at the
     launcher's 2048-block waves) with every chunk kernel's ptxas registers. Replayed through the
     tuner with only the representatives' registers known, as a build sees them: the fastest on the
@@ -533,7 +533,7 @@ def test_sampled_registers_choose_well_on_the_session_14_sweep() -> None:
     import statistics
     from bench.replay_tune import q_irs
     from codegen.build.actions import fill_unprobed, representatives
-    sweep = json.loads((ROOT / "bench" / "data" / "sweep-h200-s14.json").read_text())
+    sweep = json.loads((ROOT / "tests" / "data" / "sweep-2048-h200.json").read_text())
     irs = q_irs([ROOT / "provingkey-sample", *sorted(PK.glob("*/provingKey"))])
     got = _replay_with_sampling(sweep, irs, representatives, fill_unprobed)
     assert len(got) == 19

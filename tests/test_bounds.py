@@ -69,12 +69,12 @@ def test_a_chunk_is_a_candidate_one_block_above_its_registers(regs: int, want) -
 
 
 def test_the_squeeze_limit_skips_only_twins_that_spilled_in_the_recorded_builds() -> None:
-    """bench/data/twins-s21.json: every bounded twin of a chunk that cold builds of the sample,
+    """tests/data/twins.json: every bounded twin of a chunk that cold builds of the sample,
     ../shared/pk and the 3,000- and 8,000-op synthetic Qs compiled (0.25.0, before the limit). The
     limit (bounds.MAX_SQUEEZE) leaves out 30 of the 99 chunk twins, each of which spilled more than
     TWIN_SPILL_BYTES (none was taken), and keeps all 30 that were taken; 1.55 would lose two."""
     import json
-    rows = json.loads((SAMPLE.parent / "bench" / "data" / "twins-s21.json").read_text())["twins"]
+    rows = json.loads((SAMPLE.parent / "tests" / "data" / "twins.json").read_text())["twins"]
     chunked = [r for r in rows if r["regs"] > 80]
     assert len(chunked) == 99 and sum(r["taken"] for r in chunked) == 30
     for r in chunked:

@@ -1,5 +1,5 @@
 """The autotuner's cost model against the H200 sweep it was calibrated on (issue #13):
-bench/data/sweep-waves-h200.json holds every chunking of every AIR of >= 60 Q ops of the sample and
+tests/data/sweep-11waves-h200.json holds every chunking of every AIR of >= 60 Q ops of the sample and
 ../shared/pk, timed at 2^22 rows with their ptxas registers. Replaying tune() on those recorded
 registers must choose a chunking within 5% of the sweep's fastest, on every AIR."""
 from __future__ import annotations
@@ -15,11 +15,11 @@ from codegen.plan import Plan
 from require import require
 
 ROOT = Path(__file__).resolve().parent.parent
-SWEEP = ROOT / "bench" / "data" / "sweep-waves-h200.json"
+SWEEP = ROOT / "tests" / "data" / "sweep-11waves-h200.json"
 #: the same sweep on session 4's tree (one-row single kernels, fewer slots, new cuts)
-SWEEP4 = ROOT / "bench" / "data" / "sweep-waves-h200-s4.json"
+SWEEP4 = ROOT / "tests" / "data" / "sweep-3waves-h200.json"
 #: session 14's (emitter 0.18.3), chunked plans also at the launcher's 2048-block waves
-SWEEP14 = ROOT / "bench" / "data" / "sweep-h200-s14.json"
+SWEEP14 = ROOT / "tests" / "data" / "sweep-2048-h200.json"
 PK = ROOT.parent / "shared" / "pk"
 
 

@@ -5,7 +5,7 @@ first launch; nothing is registered with the CUDA runtime when the `.so` is load
 without a GPU: what the `.so` exports and holds, that every kernel the table names is in its
 fatbins under that name, and (on a machine without a GPU) that a launch goes through the library
 API, says so once on stderr when it cannot load, and writes nothing. The GPU side (bit-identity,
-launch cost) is bench/h15_gpu.sh's."""
+launch cost) is bench/gpu_round.sh's gpucheck and bench/launch_overhead.py's."""
 from __future__ import annotations
 
 import ctypes
@@ -123,7 +123,7 @@ def test_without_a_gpu_a_launch_says_why_once_and_writes_nothing(built, tmp_path
     expression with rows (1 with N == 0, as ever: nothing to write). The pure entry points never
     touch CUDA. (The old path, <<<>>> through a registered fatbin, failed silently.)"""
     if toolchain.detect_gpu_archs():
-        pytest.skip("a GPU is present: the library loads (bench/h15_gpu.sh checks the launches)")
+        pytest.skip("a GPU is present: the library loads (bench/gpu_round.sh checks the launches)")
     so, ks, _ = built
     e = ks.exprs[0].ir.exp_id
     p = subprocess.run([sys.executable, "-c", PROBE, str(so), str(e)], capture_output=True, text=True, timeout=60)

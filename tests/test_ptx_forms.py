@@ -15,20 +15,16 @@ from codegen.check import gl64, ptxsim
 from codegen.check.gl64 import EPS
 
 HEADER = Path(__file__).resolve().parent.parent / "templates" / "gen_common.cuh"
-#: the gl_mul forms measured and not adopted (bench/fieldops.py's variants m050 and mw5)
-VARIANTS = Path(__file__).resolve().parent.parent / "bench" / "baseline" / "gl_mul_variants.cuh"
 #: the opaque constants the device forms take (exps_k1() = 1, KE = 0 - K1)
 CONSTS = {"K1": 1, "KE": EPS, "exps_k1()": 1}
-#: the header's device forms, and gl_mul_v050 (the form gl_mul replaced, issue #13) and gl_mul_w5 (the
-#: other candidate) of VARIANTS, bench/fieldops.py variants (-DEXPS_GL_MUL_V050 / -DEXPS_GL_MUL_W5)
-OPS = {"gl_add": gl64.s_add, "gl_sub": gl64.s_sub, "gl_mul": gl64.s_mul,
-       "gl_mul_v050": gl64.s_mul, "gl_mul_w5": gl64.s_mul}
+#: the header's device forms
+OPS = {"gl_add": gl64.s_add, "gl_sub": gl64.s_sub, "gl_mul": gl64.s_mul}
 
 
 def device(func: str):
     """The device form of `func` as a Python function of (a, b): its asm statements in the order
     the C body runs them (gl_add: gl_canon_dev's, then its own on the canonical left operand)."""
-    own = ptxsim.extract(VARIANTS if func in ("gl_mul_v050", "gl_mul_w5") else HEADER, func)
+    own = ptxsim.extract(HEADER, func)
     if func == "gl_add":
         canon = ptxsim.extract(HEADER, "gl_canon_dev")
         return lambda a, b: ptxsim.run(own, {"ca": ptxsim.run(canon, {"a": a, **CONSTS}), "b": b, **CONSTS})
@@ -71,21 +67,6 @@ def test_an_unknown_instruction_is_an_error() -> None:
         ptxsim.run(asm, {})
 
 
-def test_gl_mul_is_the_adopted_form() -> None:
-    """The header's `gl_mul` (the one every build compiles, and the one `device("gl_mul")` runs) is
-    the subtract-first form of issue #13; the replaced form and the other candidate live in
-    bench/baseline/gl_mul_variants.cuh only, which takes the header's place only where a bench
-    defines EXPS_GL_MUL_V050 / _W5 (and EXPS_GL_MUL_DEFINED keeps the header's own out)."""
-    forms = {f: ptxsim.extract(VARIANTS if f != "gl_mul" else HEADER, f).text
-             for f in ("gl_mul", "gl_mul_v050", "gl_mul_w5")}
-    assert len(set(forms.values())) == 3
-    assert "addc.u32 k, nb, 0" in forms["gl_mul"] and "mad.lo.cc.u32 r1, a1, b0, r1" in forms["gl_mul"]
-    text = HEADER.read_text()
-    assert "gl_mul_v050" not in text and "gl_mul_w5" not in text
-    assert "#ifndef EXPS_GL_MUL_DEFINED" in text
-    assert "uint64_t gl_mul(uint64_t a, uint64_t b) { return gl_mul_v050(a, b); }" in VARIANTS.read_text()
-
-
 def _reduction_case(a: int, b: int) -> tuple[int, int]:
     """(c, b) of gl_mul's reduction in the order of issue #13: b = [lo < hh], c = carry of
     (lo - hh mod 2^64) + hl * EPS; k = c - b."""
@@ -111,7 +92,6 @@ def test_the_inputs_reach_every_reduction_case() -> None:
     assert {_reduction_case(a, b) for a, b in NEGATIVE_Y} == {(0, 1)}
 
 
-@pytest.mark.parametrize("func", ["gl_mul", "gl_mul_v050", "gl_mul_w5"])
-def test_mul_forms_on_negative_y(func: str) -> None:
-    got = device(func)
+def test_mul_on_negative_y() -> None:
+    got = device("gl_mul")
     assert [got(a, b) for a, b in NEGATIVE_Y] == [gl64.s_mul(a, b) for a, b in NEGATIVE_Y]
