@@ -16,6 +16,7 @@ Through the real CLI and doit, on copies of the sample key:
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -60,8 +61,10 @@ def _status(pk: Path, env: dict, *extra) -> dict[str, str]:
             if ln.split() and ln.split()[0].startswith("synth/")}
 
 
-def _sos(pk: Path, airs) -> dict[str, bytes | None]:
-    return {r: (bk.so_path(pk, r).read_bytes() if bk.so_path(pk, r).exists() else None) for r in airs}
+def _sos(pk: Path, airs) -> dict[str, str | None]:
+    """AIR -> sha256 of its placed `.so` (None: no `.so`)."""
+    return {r: (hashlib.sha256(bk.so_path(pk, r).read_bytes()).hexdigest() if bk.so_path(pk, r).exists()
+                else None) for r in airs}
 
 
 def _versions() -> tuple[bytes, bytes]:
@@ -78,7 +81,7 @@ def _versions() -> tuple[bytes, bytes]:
 
 
 @pytest.fixture(scope="module")
-def refs(tmp_path_factory) -> dict[int, dict[str, bytes | None]]:
+def refs(tmp_path_factory) -> dict[int, dict[str, str | None]]:
     """Clean cold builds (own caches, `--chunk 0`) of RACE_AIRS with the edited AIR at version 0
     and at version 1: the `.so` bytes a build of each must place."""
     out = {}
@@ -109,7 +112,13 @@ def _check_settled(pk: Path, env: dict, refs, version: int) -> dict[str, str]:
 
 
 # ------------------------------------------------------------------------------- 1. edits during a build
-def _race(tmp_path: Path, refs, seed: int, swaps: int, in_place: bool) -> None:
+def _race(tmp_path: Path, refs, seed: int, swaps: int, in_place: bool, builds: int = 6) -> None:
+    """`builds` builds of RACE_AIRS while the edited AIR's JSON is switched between its two
+    versions: every other build under a switch every few milliseconds from start to end (a switch
+    falls between discovery and `ir`'s read, or between that read and the task's end, in about
+    half of them), the others at `swaps` random moments (half of them in the build's first fifth,
+    where discovery and `ir` run). After each, `_check_settled`; at the end a quiet build makes
+    every AIR current."""
     rng = random.Random(seed)
     vers = _versions()
     pk = bk.copy_key(tmp_path / "pk", RACE_AIRS)
@@ -132,10 +141,15 @@ def _race(tmp_path: Path, refs, seed: int, swaps: int, in_place: bool) -> None:
     p = _cli("build", pk, "--arch", "90", "--chunk", "0", env=env)   # warms the cache
     span = max(time.monotonic() - t0, 1.0)
     assert p.returncode == 0, p.stdout + p.stderr
-    for it in range(3):
+    for it in range(builds):
         proc = subprocess.Popen([*bk.exps_codegen(), "build", str(pk), "--arch", "90", "--chunk", "0"],
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        at = sorted(rng.uniform(0, span) for _ in range(swaps))
+        if it % 2 == 0:
+            at = []
+            while not at or at[-1] < 2 * span:
+                at.append((at[-1] if at else 0.0) + rng.uniform(0.002, 0.03))
+        else:
+            at = sorted(rng.uniform(0, span * (0.2 if rng.random() < 0.5 else 1.0)) for _ in range(swaps))
         start = time.monotonic()
         for t in at:
             time.sleep(max(0.0, t - (time.monotonic() - start)))
@@ -163,7 +177,7 @@ def test_json_switched_at_random_moments_of_builds(tmp_path, refs, in_place) -> 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(8))
 def test_json_switched_at_random_moments_of_builds_many_times(tmp_path, refs, seed) -> None:
-    _race(tmp_path, refs, seed=100 + seed, swaps=1 + seed % 4, in_place=bool(seed % 2))
+    _race(tmp_path, refs, seed=100 + seed, swaps=1 + seed % 4, in_place=bool(seed % 2), builds=12)
 
 
 SWAP_LAUNCHER = """#!/bin/sh
@@ -385,8 +399,8 @@ def test_a_poisoned_object_is_never_placed_after_its_launcher_is_gone(tmp_path, 
     assert _cli("clean", pk, "--arch", "90", env=env).returncode == 0
     p = _cli("build", pk, "--arch", "90", "--chunk", "0", env=env)
     assert p.returncode == 0, p.stdout + p.stderr
-    got = _sos(pk, RACE_AIRS)
-    assert all(POISON not in b for b in got.values()) and got == refs[0]
+    assert all(POISON not in bk.so_path(pk, r).read_bytes() for r in RACE_AIRS)
+    assert _sos(pk, RACE_AIRS) == refs[0]
 
 
 # ------------------------------------------------------------------------------- 5. the smaller items
@@ -534,3 +548,47 @@ def test_names_that_would_forge_lines_are_escaped(tmp_path) -> None:
         assert "\x1b" not in out and "\ncurrent" not in out, out
     assert shown in p.stdout and re.search(rf"^{re.escape(shown)}\s+current", st.stdout, re.M), st.stdout
     assert bk.so_path(pk, rel).is_file()
+
+
+def test_a_waiting_build_takes_the_lock_after_clean_removed_the_build_dir(tmp_path) -> None:
+    """The deterministic form of the case above: the lock's holder removes the whole build dir
+    (as `clean` does) while another waits on it; the waiter then takes the lock of a new build dir
+    instead of failing on the vanished `.lock`."""
+    import io
+
+    from codegen.build import buildlock
+    d = tmp_path / "build"
+    d.mkdir()
+    go = tmp_path / "go"
+    holder = subprocess.Popen([sys.executable, "-c", f"""
+import os, shutil, sys, time
+from pathlib import Path
+from codegen.build import buildlock
+buildlock.acquire({str(d)!r})
+print("held", flush=True)
+while not os.path.exists({str(go)!r}):
+    time.sleep(0.02)
+shutil.rmtree({str(d)!r})
+"""], stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(bk.REPO)})
+    assert holder.stdout.readline().strip() == "held"
+    out, err = io.StringIO(), []
+
+    def wait() -> None:
+        try:
+            buildlock.acquire(d, wait=True, out=out)
+        except BaseException as e:   # noqa: BLE001 — the test reports it
+            err.append(e)
+    t = threading.Thread(target=wait)
+    t.start()
+    deadline = time.monotonic() + 30
+    while "waiting for the build" not in out.getvalue() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert "waiting for the build" in out.getvalue()
+    go.write_text("")
+    assert holder.wait(timeout=30) == 0
+    t.join(timeout=30)
+    try:
+        assert not t.is_alive() and err == [], err
+        assert (d / ".lock").read_text().split() == [str(os.getpid())]
+    finally:
+        buildlock.release(d)
