@@ -10,7 +10,7 @@ Two versions, each with its own meaning:
   its source hash, so a `.so` of another emitter version is stale. It moves only when the emitted
   code or its semantics change, never for a release that leaves the kernels as they were.
 
-`exps-codegen --version` prints both: `exps-codegen 0.26.0 (emitter 0.25.0)`.
+`exps-codegen --version` prints both, e.g. `exps-codegen 0.26.0 (emitter 0.26.0)`.
 """
 
 #: the package version (pyproject.toml's `dynamic = ["version"]` reads it from here)
@@ -18,4 +18,4 @@ __version__ = "0.26.0"
 
 #: bumped whenever emitted text or its semantics change; part of every `.so`'s source hash
 #: (tests/test_emitter_version.py pins the emitted text of reference kernels to it)
-EMITTER_VERSION = "0.25.0"
+EMITTER_VERSION = "0.26.0"

@@ -36,6 +36,11 @@ RUNTIME = "exps_runtime.cpp"
 COMMON_FILES = (COMMON_HEADER, ABI_HEADER, RUNTIME)
 #: TUs hold about this many ops, so nvcc runs in parallel on large kernels
 TU_OPS = 4000
+#: a chunked Q's chunk kernels go in TUs of about this many ops, each a TU of its own, and its last
+#: chunk (the one that holds the exact program, made of every literal of Q: codegen/program.py)
+#: alone: an edit of one constant recompiles the TU of the chunk that reads it and the last one,
+#: not a third of Q; each more TU costs TU_FIXED_OPS (docs/BENCHMARKS.md "Build cost")
+Q_TU_OPS = 1024
 #: what one trace-domain expression weighs in a TU besides its ops: its store modes (both inverses,
 #: inlined in its kernel) cost ptxas about as much as this many Q ops
 STORE_OPS = 100
@@ -409,10 +414,6 @@ class KernelSource:
     exprs: list[ExprKernel] = field(default_factory=list)
     source_hash: str = ""
     passes: bool = True
-    #: the Q chunks an autotune probe of this plan compiled as `cc` compiles them (the same text
-    #: and options: actions.act_tune): they are the first device TU, alone, so that its compile is
-    #: an object-cache hit; the other chunks and the expressions are packed after it as usual
-    probed: tuple[int, ...] | None = None
     #: a single Q kernel bounded to `min_blocks` blocks per SM (autotune.bound_single; 0: none): in
     #: an autotune probe (`render_probe`) its `__launch_bounds__(256, min_blocks)`; in the kernel's
     #: sources (`render`, 0.23.0) the kernel as unbounded, and its TU's bounded twin with that bound,
@@ -667,8 +668,8 @@ def render(ks: KernelSource, tu_ops: int = TU_OPS) -> dict[str, str]:
     keeps its parts apart (`<key>_q<k>.cu`, ...), so its compiles run in parallel and stay linear in
     ops. The device TUs are compiled device code only (`nvcc -fatbin`); the table, data only, embeds
     their fatbins; the launcher that reads it (`RUNTIME`) is the same file for every kernel.
-    With `ks.probed` the chunks an autotune probe compiled are the part `<key>_q0.cu`, a TU of its
-    own (the probe's text); the other chunks and the expressions follow (e.g. `<key>_q1_x0.cu`).
+    A chunked Q's chunks are TUs of their own (`Q_TU_OPS`), its last chunk alone, apart from the
+    expressions' TUs.
     A kernel with the generic inverse kernel has it alone in its last device TU, `exps_xinv.cu`
     (`generic_inverse_tu`), the same name and text in every kernel: one object-cache entry per
     machine (and one compiler-launcher entry for every machine sharing its store)."""
@@ -700,30 +701,26 @@ def kernel_symbol(name: str, params: str) -> str:
     return f"_Z{len(name)}{name}{params}"
 
 
-_KS = object()   # (a default: the KernelSource's own `probed`)
-
-
-def _part_names(ks: KernelSource, tu_ops: int, probed=_KS) -> tuple[list[list[int]], list[list[int]]]:
+def _part_names(ks: KernelSource, tu_ops: int) -> tuple[list[list[int]], list[list[int]]]:
+    """The chunks of each Q part and the expressions of each expression part. A single kernel is
+    one part; a chunked Q's chunks are parts of ~Q_TU_OPS ops (at most tu_ops), the last chunk one
+    of its own (`Q_TU_OPS`)."""
     sizes = [b - a for a, b in ks.plan.chunks]
-    probed = ks.probed if probed is _KS else probed
-    if probed is None:
-        q_groups = _groups(sizes, tu_ops)
+    if len(sizes) == 1:
+        q_groups = [[0]]
     else:
-        first = sorted(set(probed))
-        if not first or not all(isinstance(c, int) and 0 <= c < len(sizes) for c in first):
-            raise ValueError(f"kernel {ks.key}: probed chunks {probed!r} are not chunks of its plan")
-        rest = [c for c in range(len(sizes)) if c not in set(first)]
-        q_groups = [first] + [[rest[i] for i in g] for g in _groups([sizes[c] for c in rest], tu_ops)]
+        q_groups = _groups(sizes[:-1], min(Q_TU_OPS, tu_ops)) + [[len(sizes) - 1]]
     # the expressions whose kernels the TUs hold: one of each shape (x_parts "of")
     own = [i for i, d in enumerate(x_parts(ks)) if d["of"] == i] if ks.exprs else []
     x_groups = [[own[j] for j in g] for g in _groups([len(ks.exprs[i].ir.ops) for i in own], tu_ops)]
     return q_groups, x_groups
 
 
-def _tu_groups(ks: KernelSource, tu_ops: int, probed=_KS) -> list[list[str]]:
-    """The part names of each device TU (`pack`'s grouping by weight; no text needed)."""
-    probed = ks.probed if probed is _KS else probed
-    q_groups, x_groups = _part_names(ks, tu_ops, probed)
+def _tu_groups(ks: KernelSource, tu_ops: int) -> list[list[str]]:
+    """The part names of each device TU (`pack`'s grouping by weight; no text needed): a chunked
+    Q's parts are TUs of their own, then the expressions' parts packed (`_pack_groups`); a single
+    kernel's part packed with the expressions'."""
+    q_groups, x_groups = _part_names(ks, tu_ops)
     weights = {f"{ks.key}_q{g}.cu": sum(b - a for a, b in (ks.plan.chunks[c] for c in idx))
                for g, idx in enumerate(q_groups)}
     weights.update({f"{ks.key}_x{g}.cu": sum(len(ks.exprs[i].ir.ops) + STORE_OPS for i in idx)
@@ -732,19 +729,10 @@ def _tu_groups(ks: KernelSource, tu_ops: int, probed=_KS) -> list[list[str]]:
     inv = generic_inverse_tu(ks)
     if inv is not None:         # alone in a TU of its own, whatever its weight (`_pack_groups`)
         names.append(inv)
-    if probed is not None:      # the probe's chunks: a TU of their own (the probe's text)
-        return [names[:1]] + _pack_groups(names[1:], weights, tu_ops)
+    if ks.plan.n_chunks > 1:
+        n = len(q_groups)
+        return [[q] for q in names[:n]] + _pack_groups(names[n:], weights, tu_ops)
     return _pack_groups(names, weights, tu_ops)
-
-
-def probed_pays(ks: KernelSource, tu_ops: int = TU_OPS) -> bool:
-    """Whether `ks.probed` saves compile work: the ops of the probed chunks (their compile is an
-    object-cache hit) outweigh the nvcc runs the layout adds (`TU_FIXED_OPS` each)."""
-    if ks.probed is None:
-        return False
-    extra = len(_tu_groups(ks, tu_ops)) - len(_tu_groups(ks, tu_ops, probed=None))
-    ops = sum(b - a for a, b in (ks.plan.chunks[c] for c in set(ks.probed)))
-    return ops > extra * TU_FIXED_OPS
 
 
 def _tu_name(key: str, group: list[str]) -> str:
@@ -890,7 +878,8 @@ def pack(key: str, parts: dict[str, str], weights: dict[str, int], tu_ops: int =
 
 
 def render_parts(ks: KernelSource, tu_ops: int = TU_OPS) -> dict[str, str]:
-    """The device parts of a kernel, each a valid TU: `<key>_q<k>.cu` (Q chunks of ~tu_ops ops),
+    """The device parts of a kernel, each a valid TU: `<key>_q<k>.cu` (the single Q kernel, or Q
+    chunks of ~Q_TU_OPS ops and the last chunk alone: `_part_names`),
     then `<key>_x<k>.cu` (expression groups), then `exps_xinv.cu` (the generic inverse kernel, if
     any expression has no `_ki`: `generic_inverse_tu`; its text is the same for every kernel)."""
     e = env()

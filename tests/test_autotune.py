@@ -6,6 +6,7 @@ import itertools
 import json
 import math
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -292,17 +293,15 @@ def test_small_kernel_first_probe_is_its_final_compile(tmp_path, monkeypatch):
     cc = log.read_text().splitlines()[1:]     # cc compiled no device TU of Tiny's own: the generic inverse
     assert sorted(x.split()[-3].rsplit("/", 1)[-1] for x in cc) == [  # kernel's, the launcher (and the
         "exps_runtime.cpp", "exps_xinv.cu"]                           # table, never via a launcher)
-    assert json.loads(tune_json.read_text())["probed"] is None
-    # no settings to hash: the probe of the single kernel compiles its chunk as cc would (`-c
-    # -fatbin`, the one target) and tune.json says so; but 39 ops are not worth another nvcc run
-    # (emit.probed_pays): emit keeps the kernel one TU
+    # no settings to hash: the probe of the single kernel compiles its chunk (`-c -fatbin`, the one
+    # target) in a probe TU of its own; emit keeps the kernel one TU
     log.unlink()
     assert act_tune("tiny", str(ir_json), str(tune_json), str(tmp_path / "probe"), [90], None,
                     launcher=[str(launcher)])
     [probe] = log.read_text().splitlines()
     assert " -c -fatbin " in probe and "code=sm_90" in probe and probe.split()[-3].endswith("/tiny_qprobe.cu")
     t = json.loads(tune_json.read_text())
-    assert t["probed"] == [0] and t["ops_per_chunk"] == 0
+    assert "probed" not in t and t["ops_per_chunk"] == 0
     assert act_emit("tiny", str(ir_json), str(tune_json), str(man.parent / "src"), str(man), settings)
     assert json.loads(man.read_text())["files"].keys() == {"tiny_q0_x0.cu", "exps_xinv.cu", "tiny_abi.cpp"}
     # another target arch list: probes are device code only, for the tune arch (test_progress.py)
@@ -311,45 +310,61 @@ def test_small_kernel_first_probe_is_its_final_compile(tmp_path, monkeypatch):
                     launcher=[str(launcher)], settings=settings)
     [probe] = log.read_text().splitlines()
     assert " -cubin " in probe and probe.split()[-3].endswith("/tiny_qprobe.cu")
-    assert json.loads(tune_json.read_text())["probed"] is None
 
 
 @needs_nvcc
-def test_chosen_probe_is_ccs_first_device_tu(tmp_path, monkeypatch):
-    """Issue #15: Shared (154 Q ops) probes three plans, each compiled as cc compiles (`-c -fatbin`,
-    sm_90 the only target); the chosen one is not the first probe, so its chunks (`probed` in
-    tune.json) become a device TU of their own with the probe's text: cc takes it from the object
-    cache and compiles only the expressions' TU (and the generic inverse kernel's: this cache is cold).
-    The search starts at 48-op chunks here (the estimate would start at the single kernel, its
-    choice since 0.18.1, and end there) and ends at 96 (0.20.0; 96 before, from a start at 96)."""
+def test_probes_of_chunks_are_of_the_shape_not_of_the_constants(tmp_path, monkeypatch):
+    """A probe of chunks compiles stand-ins for the literals (`autotune.probe_literals`): after an
+    edit of one of Shared's constants every probe is an object-cache hit (no nvcc run) and the
+    choice is the same; a cold tune of the edited key (an empty cache) chooses the same too, so a
+    build that reuses the probes places what a cold build places. The search is forced through
+    chunked plans (a first probe of 48 ops per chunk, the exact search)."""
     from codegen.build import actions
-    from codegen.build.actions import act_cc, act_emit
-    from codegen.emit import probed_pays, render_probe
     monkeypatch.setattr(at, "first_probe", lambda ir, plans, m=None: (48, False))
     monkeypatch.setattr(actions, "first_probe", lambda ir, plans, m=None: (48, False))
-    # the exact search (margin 0): with PRUNE_MARGIN the search from 48 looks past plans that could
-    # gain at most 5% and ends at the single kernel, the real build's choice
     monkeypatch.setattr(actions, "tune", functools.partial(at.tune, margin=0.0))
-    launcher, log, ir_json, tune_json, man, content, settings = _tuned_as_cc(
-        tmp_path, monkeypatch, "sh", SAMPLE / "Rec/airs/Shared/recursive1/Shared")
+    src = SAMPLE / "Rec/airs/Shared/recursive1/Shared"
+    launcher, log, ir_json, tune_json, man, content, settings = _tuned_as_cc(tmp_path, monkeypatch, "sh", src)
     t = json.loads(tune_json.read_text())
-    assert t["ops_per_chunk"] == 96, t
-    probes = [c for c in log.read_text().splitlines() if "-DEXPS_TWIN" not in c]   # (and their twins)
-    # (96 and 128 ops per chunk are the same 2-chunk plan after the IR passes: one compile)
-    assert 2 <= len(probes) <= len(t["probes"]) and all(" -c -fatbin " in p for p in probes)
-    assert t["ops_per_chunk"] != t["probes"][0]["ops_per_chunk"] and t["probed"], t
-    assert act_emit("sh", str(ir_json), str(tune_json), str(man.parent / "src"), str(man), settings)
-    assert json.loads(man.read_text())["files"].keys() == {"sh_q0.cu", "sh_x0.cu", "exps_xinv.cu", "sh_abi.cpp"}
-    _, cov = load_coverage(str(ir_json))
-    ks = KernelSource("sh", cov.q, plan(cov.q, t["ops_per_chunk"]), cov.exprs, "0" * 64, probed=tuple(t["probed"]))
-    assert probed_pays(ks)
-    assert (man.parent / "src" / "sh_q0.cu").read_text() == render_probe(ks, t["probed"])["sh_qprobe.cu"]
+    probes = [c for c in log.read_text().splitlines() if "-DEXPS_TWIN" not in c]
+    assert len(t["probes"]) >= 2 and probes and all(c.split()[-3].endswith("sh_qprobe.cu") for c in probes)
+    # the probe's text holds no literal of the key's but 0, 1 and p - 1
+    real = {int(op_arg.value) for op in load_coverage(str(ir_json))[1].q.ops for op_arg in op.args()
+            if getattr(op_arg, "kind", "") == "number"}
+    text = next((tmp_path / "probe").rglob("sh_qprobe.cu"), None)
+    assert text is None or not ({int(v) for v in re.findall(r"\b(\d+)ull\b", text.read_text())}
+                                & (real - set(at._KEPT_LITERALS)))
+    # an edit of a constant: the same choice with no probe compiled
+    key = tmp_path / "edited"
+    shutil.copytree(src.parent, key)
+    bk_bump(key, "Shared")
     log.unlink()
-    assert act_cc("sh", str(man), str(tmp_path / "k" / "obj"), str(tmp_path / "k" / "objs.json"), [90], [], [],
-                  launcher=[str(launcher)])
-    assert json.loads((tmp_path / "k" / "objs.json").read_text())["hits"] == 1
-    assert sorted(x.split()[-3].rsplit("/", 1)[-1] for x in log.read_text().splitlines()) == [
-        "exps_runtime.cpp", "exps_xinv.cu", "sh_x0.cu"]
+    act_ir("sh", str(key / "Shared.starkinfo.json"), str(key / "Shared.expressionsinfo.json"), str(ir_json), [])
+    assert json.loads(ir_json.read_text())["content"] != content
+    assert act_tune("sh", str(ir_json), str(tmp_path / "tune2.json"), str(tmp_path / "probe2"), [90], None,
+                    launcher=[str(launcher)], settings=settings)
+    t2 = json.loads((tmp_path / "tune2.json").read_text())
+    assert not log.exists() or [c for c in log.read_text().splitlines() if "qprobe" in c] == []
+    assert (t2["ops_per_chunk"], t2["min_blocks"], t2["probes"]) == (t["ops_per_chunk"], t["min_blocks"], t["probes"])
+    # a cold tune of the edited key chooses the same
+    monkeypatch.setenv("EXPS_CACHE_DIR", str(tmp_path / "cold-cache"))
+    assert act_tune("sh", str(ir_json), str(tmp_path / "tune3.json"), str(tmp_path / "probe3"), [90], None,
+                    launcher=[], settings=settings)
+    t3 = json.loads((tmp_path / "tune3.json").read_text())
+    assert (t3["ops_per_chunk"], t3["min_blocks"], t3["probes"]) == (t["ops_per_chunk"], t["min_blocks"], t["probes"])
+
+
+def bk_bump(d: Path, base: str) -> None:
+    """Change the first number literal of Q that is not 0, 1 or p - 1 (a value of its class)."""
+    si = json.loads((d / f"{base}.starkinfo.json").read_text())
+    ei_path = d / f"{base}.expressionsinfo.json"
+    ei = json.loads(ei_path.read_text())
+    q = next(e for e in ei["expressionsCode"] if e["expId"] == si["cExpId"])
+    src = next(s for op in q["code"] for s in op["src"] if s["type"] == "number"
+               and int(s["value"]) not in at._KEPT_LITERALS and at._literal_class(int(s["value"]) + 1)[0]
+               == at._literal_class(int(s["value"]))[0])
+    src["value"] = str(int(src["value"]) + 1)
+    ei_path.write_text(json.dumps(ei))
 
 
 @needs_nvcc
@@ -563,12 +578,11 @@ def test_sampled_registers_choose_well_on_the_session_14_sweep() -> None:
 def test_large_plans_probe_device_code_of_representatives_only(tmp_path) -> None:
     """The sample's Large (5,394 Q ops): every probe of a plan of more than PROBE_SAMPLE + 2
     chunks compiles one TU of PROBE_SAMPLE chunk kernels (for sm_90, the only target: as cc
-    compiles, `-c -fatbin`); tune.json records which, and the chosen plan's are `probed`: emit
-    makes them a TU of their own, the probe's text, so cc finds its object in the cache. Each
+    compiles, `-c -fatbin`, with stand-ins for its literals); tune.json records which. Each
     probe's chunks that could take a launch bound are compiled once more as the bounded twin cc
-    would make (`with_twins`; from source here: a compiler launcher keeps no PTX), and the probe
-    counts a twin's registers where it spills nothing: Large then takes 128 ops per chunk (605 G
-    on the H200, 1.08x its 96), without the twins (`chunk_bounds` off) 96."""
+    would make (`with_twins`), and the probe counts a twin's registers where it spills nothing:
+    Large then takes 128 ops per chunk (605 G on the H200, 1.08x its 96), without the twins
+    (`chunk_bounds` off) 96."""
     import os
     from codegen.build.actions import PROBE_SAMPLE
     rel = ROOT / "provingkey-sample/synth/Basic/airs/Large/air/Large"
@@ -598,14 +612,7 @@ def test_large_plans_probe_device_code_of_representatives_only(tmp_path) -> None
     assert set(t["sampled"]) == {str(p["ops_per_chunk"]) for p in t["probes"]}
     assert all(PROBE_SAMPLE <= len(v) <= PROBE_SAMPLE + 1 and v[0] == 0 for v in t["sampled"].values())
     assert t["ops_per_chunk"] in {p["ops_per_chunk"] for p in t["probes"] if p["spills"] == 0}
-    assert t["probed"] == t["sampled"][str(t["ops_per_chunk"])]
-    # the probe's text is the first device TU of what emit writes for the chosen plan
-    from codegen.emit import render, render_probe
-    _, cov = load_coverage(str(tmp_path / "ir.json"))
-    ks = KernelSource("k", cov.q, plan(cov.q, t["ops_per_chunk"]), cov.exprs, "0" * 64, probed=tuple(t["probed"]))
-    files = render(ks)
-    assert files["k_q0.cu"] == render_probe(ks, t["probed"])["k_qprobe.cu"]
-    assert sorted(files)[1:] and all(n not in files for n in ("k_q0_x0.cu", "k_q0_q1.cu"))
+    assert "probed" not in t
 
 
 def _report(**stores_loads: tuple[int, int]) -> dict:

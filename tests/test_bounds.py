@@ -130,43 +130,50 @@ def test_a_single_kernel_has_a_twin_only_where_its_tune_bounded_it() -> None:
 
 @pytest.mark.requires("nvcc", "binutils")
 def test_cc_takes_exactly_the_twins_that_spill_nothing(tmp_path) -> None:
-    """The sample's Medium at 96 ops per chunk (6 chunk kernels in one TU with its expressions):
-    cc compiles each TU, then its twin with the candidates the emitted kernels' registers give; the
-    table names a twin's kernel for exactly the candidates whose twin stores nothing, from the twin's
-    slot, and the .so's fatbins hold those twins' kernels and nothing of a twin not taken. (At 64
-    ops per chunk, since bounds.MAX_SQUEEZE, every candidate's twin is taken; at 80 none is.)"""
+    """The sample's Medium at 96 ops per chunk (6 chunk kernels: chunks 0-4 in one TU, the last
+    alone, the expressions in a TU of their own): cc compiles each TU, then the twin of each TU of
+    chunk kernels with the candidates the emitted kernels' registers give; the table names a twin's
+    kernel for exactly the candidates whose twin stores nothing, from the twin's slot, and the
+    .so's fatbins hold those twins' kernels and nothing of a twin not taken. (At 64 ops per chunk,
+    since bounds.MAX_SQUEEZE, every candidate's twin is taken; at 80 none is.)"""
     [p] = [p for p in discover(SAMPLE) if p.base == "Medium"]
     cov = cover(*load_air(p.starkinfo, p.expressions))
     ks = KernelSource(p.key, cov.q, plan(cov.q, 96), cov.exprs, "cd" * 32)
     files = render(ks)
     twins = tu_twins(ks)
     n = ks.plan.n_chunks
-    assert n == 6 and [len(w["chunks"]) for w in twins] == [6]
+    assert n == 6 and [[c for c, _, _ in w["chunks"]] for w in twins] == [[0, 1, 2, 3, 4], [5]]
+    assert [w["lib"] for w in twins] == [4, 5]      # after the 4 device TUs: q0, q1, x0, xinv
     src = tmp_path / "src"
     actions.stage_sources(files, src)
     got = actions.compile_kernel(src, list(files), tu_kernels(ks), tmp_path / "obj", [90],
                                  ObjectCache(tmp_path / "cache"), [], twins=twins)
-    [w] = twins
-    base, twin_rep = got["reports"][w["tu"]], got["twin_reports"].get(w["tu"], {})
-    want_cand = _cand(base, w)
+    want_cand, want, lib_of = {}, {}, {}
+    for i, w in enumerate(twins):
+        base, twin_rep = got["reports"][w["tu"]], got["twin_reports"].get(w["tu"], {})
+        cand = _cand(base, w)
+        want_cand.update(cand)
+        lib_of.update({c: i for c, _, _ in w["chunks"]})
+        # the twin holds exactly the candidates, each within its bound's registers
+        assert sorted(m for m, st in twin_rep.items() if st["sm_90"]["entry"]) == \
+            sorted(tb for c, _, tb in w["chunks"] if c in cand)
+        for c, _, tb in w["chunks"]:
+            if c in cand:
+                assert twin_rep[tb]["sm_90"]["registers"] <= 65536 // (256 * cand[c])
+                if twin_rep[tb]["sm_90"]["spill_stores"] <= 8:
+                    want[c] = cand[c]
     assert want_cand, "Medium's chunks are expected to leave room for a bound"
-    # the twin holds exactly the candidates, each within its bound's registers
-    assert sorted(n for n, st in twin_rep.items() if st["sm_90"]["entry"]) == \
-        sorted(tb for c, _, tb in w["chunks"] if c in want_cand)
-    for c, _, tb in w["chunks"]:
-        if c in want_cand:
-            assert twin_rep[tb]["sm_90"]["registers"] <= 65536 // (256 * want_cand[c])
-    want = {c: b for c, b in want_cand.items()
-            if twin_rep[w["chunks"][c][2]]["sm_90"]["spill_stores"] <= 8}
     assert got["bounded"] == want and want, "a twin taken and one not, on nvcc 13 at least"
     assert want != want_cand
-    # the twin is the TU compiled from source with the bounds' defines: the same report and, kernel
-    # for kernel, the same SASS as that compile made in another cache
+    # the first TU's twin is that TU compiled from source with the bounds' defines: the same
+    # report and, kernel for kernel, the same SASS as that compile made in another cache
+    w = twins[0]
+    cand0 = {c: b for c, b in want_cand.items() if lib_of[c] == 0}
     require("cuobjdump")
     by_src = actions.compile_tus([src / w["tu"]], tmp_path / "srcobj", actions.compile_options([90]),
                                  ObjectCache(tmp_path / "cache2"), [],
-                                 extra_flags={w["tu"]: bounds.twin_flags(want_cand)}, suffix="_twin")
-    assert by_src[w["tu"]][1] == twin_rep
+                                 extra_flags={w["tu"]: bounds.twin_flags(cand0)}, suffix="_twin")
+    assert by_src[w["tu"]][1] == got["twin_reports"][w["tu"]]
 
     def sass(obj: str) -> dict[str, str]:
         out = subprocess.run([cuobjdump_path(), "-sass", obj], capture_output=True, text=True, check=True).stdout
@@ -174,24 +181,24 @@ def test_cc_takes_exactly_the_twins_that_spill_nothing(tmp_path) -> None:
         return {f.split("\n", 1)[0].strip(): re.sub(r"/\*[0-9a-f]{4}\*/", "", f.split("\n", 1)[1]) for f in fns}
     twin_obj = tmp_path / "obj" / (Path(w["tu"]).stem + "_twin.o")
     a, b = sass(str(twin_obj)), sass(by_src[w["tu"]][0])
-    assert sorted(a) == sorted(b) == sorted(tb for c, _, tb in w["chunks"] if c in want_cand)
+    assert sorted(a) == sorted(b) == sorted(tb for c, _, tb in w["chunks"] if c in cand0)
     assert a == b
     # the table as compiled: the preprocessed text names the twin's kernel for those chunks only
-    flags = bounds.table_flags([w["lib"]] if want else [], sorted(want))
+    taken = sorted({twins[lib_of[c]]["lib"] for c in want})
+    flags = bounds.table_flags(taken, sorted(want))
     pre = subprocess.run(["g++", "-E", "-P", "-std=c++17", *flags, f"-I{src}", str(src / f"{p.key}_abi.cpp")],
                          capture_output=True, text=True, check=True).stdout
     q = re.findall(r'\{(\d+), "(_Z\d+k[0-9a-f]{16}_q_c(\d+)_kb?)PK11StepsParams', pre)
-    assert [(int(lib), int(c), n.endswith("_kb")) for lib, n, c in q] == \
-        [((w["lib"] if c in want else 0), c, c in want) for c in range(n)]
-    assert ('f2.fatbin' in pre) == bool(want)
-    # and the .so holds the twin's kernels under the names the table looks up
-    require("cuobjdump")
+    assert [(int(lib), int(c), m.endswith("_kb")) for lib, m, c in q] == \
+        [((twins[lib_of[c]]["lib"] if c in want else lib_of[c]), c, c in want) for c in range(n)]
+    assert [f"f{lib}.fatbin" in pre for lib in (4, 5)] == [lib in taken for lib in (4, 5)]
+    # and the .so holds the twins' kernels under the names the table looks up
     so = toolchain.link_shared([Path(o) for o in got["objects"]], tmp_path / "k.exps.so",
                                actions.compile_options([90]), launcher=[])
-    sass = subprocess.run([cuobjdump_path(), "-sass", str(so)], capture_output=True, text=True, check=True).stdout
-    names = re.findall(r"Function : (\S+)", sass)
-    assert sorted(n for n in names if n.endswith("_kbPK11StepsParamsPmS2_mmmmmmm9exps_offs")) == \
-        (sorted(tb for c, _, tb in w["chunks"] if c in want_cand) if want else [])
+    out = subprocess.run([cuobjdump_path(), "-sass", str(so)], capture_output=True, text=True, check=True).stdout
+    names = re.findall(r"Function : (\S+)", out)
+    assert sorted(m for m in names if m.endswith("_kbPK11StepsParamsPmS2_mmmmmmm9exps_offs")) == \
+        sorted(tb for w in twins for c, _, tb in w["chunks"] if twins[lib_of[c]]["lib"] in taken and c in want_cand)
 
 
 @pytest.mark.requires("nvcc")
@@ -227,7 +234,7 @@ def test_chunk_bounds_off_emits_no_twins_and_reruns_emit(tmp_path) -> None:
     ir, tune = tmp_path / "ir.json", tmp_path / "tune.json"
     assert actions.act_ir(p.key, str(p.starkinfo), str(p.expressions), str(ir), [])
     assert actions.act_tune(p.key, str(ir), str(tune), str(tmp_path / "probe"), [], 80)
-    for flag, n in ((True, 1), (False, 0)):
+    for flag, n in ((True, 2), (False, 0)):     # (two TUs of chunk kernels: one twin each)
         man = tmp_path / f"manifest-{flag}.json"
         assert actions.act_emit(p.key, str(ir), str(tune), str(tmp_path / "src"), str(man), {}, None, flag)
         assert len(actions.read_json(man)["twins"]) == n

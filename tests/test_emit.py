@@ -113,61 +113,70 @@ def test_file_names_without_expressions() -> None:
     assert "exps_q, 0ull, 0," in abi             # no expression table: exps_launch_expr covers nothing
 
 
+def _q_groups(sizes: list[int]) -> list[list[int]]:
+    """A chunked Q's chunk groups as the emitter's rule says: consecutive chunks, each group at most
+    Q_TU_OPS ops (a chunk alone when it is larger), the last chunk alone."""
+    groups: list[list[int]] = [[]]
+    for c, n in enumerate(sizes[:-1]):
+        if groups[-1] and sum(sizes[i] for i in groups[-1]) + n > emit.Q_TU_OPS:
+            groups.append([])
+        groups[-1].append(c)
+    return groups + [[len(sizes) - 1]]
+
+
 def test_file_names_chunked_large() -> None:
     ks = _ks("Large", 256, passes=False)
     n = len(ks.q.ops)
     assert n == 5394 and ks.plan.n_chunks == 22
     files = render_parts(ks)
-    # 15 chunks of 256 ops (3840 <= TU_OPS 4000) per TU: chunks 0-14, 15-21
-    assert sorted(files) == ["exps_xinv.cu", "k_large_q0.cu", "k_large_q1.cu", "k_large_x0.cu"]
-    # packed: q0 alone (3840 ops); q1 (1554 ops) and the expressions (their ops + STORE_OPS each);
-    # the generic inverse kernel alone, last
-    assert 1554 + sum(len(x.ir.ops) + STORE_OPS for x in ks.exprs) <= TU_OPS
+    # chunks 0-20 in TUs of consecutive chunks of at most Q_TU_OPS = 1,024 ops, the last one (the
+    # exact program) alone; each a TU of its own, then the expressions', then the generic inverse
+    # kernel's
+    groups = _q_groups([b - a for a, b in ks.plan.chunks])
+    assert len(groups) == 7 and groups[-1] == [21]
+    qs = [f"k_large_q{g}.cu" for g in range(7)]
+    assert sorted(files) == sorted(["exps_xinv.cu", *qs, "k_large_x0.cu"])
     r = render(ks)
-    assert r == {"k_large_q0.cu": files["k_large_q0.cu"],
-                 "k_large_q1_x0.cu": files["k_large_q1.cu"] + files["k_large_x0.cu"],
-                 "exps_xinv.cu": files["exps_xinv.cu"],
-                 "k_large_abi.cpp": r["k_large_abi.cpp"]}
-    assert list(r) == ["k_large_q0.cu", "k_large_q1_x0.cu", "exps_xinv.cu", "k_large_abi.cpp"]
-    assert re.findall(r"EXPS_HD void k[0-9a-f]{16}_q_c(\d+)\(", files["k_large_q0.cu"]) == [str(c) for c in range(15)]
-    assert re.findall(r"EXPS_HD void k[0-9a-f]{16}_q_c(\d+)\(", files["k_large_q1.cu"]) == [str(c) for c in range(15, 22)]
+    assert r == {**{n: files[n] for n in qs}, "k_large_x0.cu": files["k_large_x0.cu"],
+                 "exps_xinv.cu": files["exps_xinv.cu"], "k_large_abi.cpp": r["k_large_abi.cpp"]}
+    assert list(r) == [*qs, "k_large_x0.cu", "exps_xinv.cu", "k_large_abi.cpp"]
+    for n, g in zip(qs, groups):
+        assert re.findall(r"EXPS_HD void k[0-9a-f]{16}_q_c(\d+)\(", files[n]) == [str(c) for c in g]
     # the launch table lists every chunk kernel in launch order, each in its device TU's fatbin
     q, x = _table(r["k_large_abi.cpp"])
-    assert q == [(0 if c < 15 else 1, str(c)) for c in range(22)]
+    assert q == [(next(i for i, g in enumerate(groups) if c in g), str(c)) for c in range(22)]
     assert [e for e, _, _ in x] == sorted(xk.ir.exp_id for xk in ks.exprs)
-    assert all(lib == 1 and str(e) == s for e, lib, s in x)
-    assert all(f'.incbin \\"f{i}.fatbin\\"' in r["k_large_abi.cpp"] for i in range(3))
-    # each TU of chunk kernels has a bounded twin slot (build/bounds.py) after the device TUs: its
+    assert all(lib == 7 and str(e) == s for e, lib, s in x)
+    assert all(f'.incbin \\"f{i}.fatbin\\"' in r["k_large_abi.cpp"] for i in range(9))
+    # each TU of chunk kernels has a bounded twin slot (build/bounds.py) after the 9 device TUs: its
     # fatbin only under EXPS_TWIN_TU_<slot>, a chunk's twin kernel only under EXPS_TWIN_C<chunk>
     abi = r["k_large_abi.cpp"]
     assert re.findall(r'#if EXPS_TWIN_TU_(\d+)\n.*\n\s*"exps_fatbin_(\d+):\\n\\t.incbin \\"f(\d+).fatbin', abi) == \
-        [("3", "3", "3"), ("4", "4", "4")]
-    assert "f5.fatbin" not in abi and "5u, EXPS_FATBINS" in abi
+        [(str(9 + g),) * 3 for g in range(7)]
+    assert "f16.fatbin" not in abi and "16u, EXPS_FATBINS" in abi
     twin_q = re.findall(r'#if EXPS_TWIN_C(\d+)\n    \{(\d+), "_Z\d+\w+?_q_c(\d+)_kbPK11StepsParams', abi)
-    assert twin_q == [(str(c), "3" if c < 15 else "4", str(c)) for c in range(22)]
+    lib_of = {c: g for g, cs in enumerate(groups) for c in cs}
+    assert twin_q == [(str(c), str(9 + lib_of[c]), str(c)) for c in range(22)]
     qn = [q_part(ks, c)["kname"] for c in range(22)]
-    assert tu_twins(ks) == [
-        {"tu": "k_large_q0.cu", "lib": 3, "chunks": [[c, kernel_symbol(f"{qn[c]}_k", Q_PARAMS),
-                                                      kernel_symbol(f"{qn[c]}_kb", Q_PARAMS)] for c in range(15)]},
-        {"tu": "k_large_q1_x0.cu", "lib": 4, "chunks": [[c, kernel_symbol(f"{qn[c]}_k", Q_PARAMS),
-                                                         kernel_symbol(f"{qn[c]}_kb", Q_PARAMS)] for c in range(15, 22)]}]
+    sym = {c: (kernel_symbol(f"{qn[c]}_k", Q_PARAMS), kernel_symbol(f"{qn[c]}_kb", Q_PARAMS)) for c in range(22)}
+    assert tu_twins(ks) == [{"tu": qs[g], "lib": 9 + g, "chunks": [[c, *sym[c]] for c in cs]}
+                            for g, cs in enumerate(groups)]
     xn = {int(d["exp_id"]): d["kname"] for d in x_parts(ks)}
     assert tu_kernels(ks) == {
-        "k_large_q0.cu": [kernel_symbol(f"{qn[c]}_k", Q_PARAMS) for c in range(15)],
-        "k_large_q1_x0.cu": [kernel_symbol(f"{qn[c]}_k", Q_PARAMS) for c in range(15, 22)]
-        + [kernel_symbol(f"{xn[xk.ir.exp_id]}_{k}", X_PARAMS) for xk in sorted(ks.exprs, key=lambda xk: xk.ir.exp_id)
-           for k in (("k", "ki") if xk.inv else ("k",))],
+        **{qs[g]: [sym[c][0] for c in cs] for g, cs in enumerate(groups)},
+        "k_large_x0.cu": [kernel_symbol(f"{xn[xk.ir.exp_id]}_{k}", X_PARAMS)
+                          for xk in sorted(ks.exprs, key=lambda xk: xk.ir.exp_id)
+                          for k in (("k", "ki") if xk.inv else ("k",))],
         "exps_xinv.cu": [kernel_symbol("exps_x_inv_k", XINV_PARAMS)]}
     # an expression some hint inverts has its own inverse kernel; the others (44 and 68 are the
     # sample Large's hint denominators) share the kernel's generic inverse kernel
     assert sorted(xk.ir.exp_id for xk in ks.exprs if xk.inv) == [44, 68]
-    abi = r["k_large_abi.cpp"]
     for xk in ks.exprs:
         w, i = (kernel_symbol(f"{xn[xk.ir.exp_id]}_{k}", X_PARAMS) for k in ("k", "ki"))
         assert (f'"{w}", "{i}", ' if xk.inv else f'"{w}", 0, ') in abi, xk.ir.exp_id
-    # the table's generic inverse kernel: lib 2, the fatbin of exps_xinv.cu (device_tus order: last)
-    assert device_tus(r)[2] == "exps_xinv.cu"
-    assert f'2u, "{kernel_symbol("exps_x_inv_k", XINV_PARAMS)}", EXPS_HOST_FORM(exps_x_inv_h),' in abi
+    # the table's generic inverse kernel: lib 8, the fatbin of exps_xinv.cu (device_tus order: last)
+    assert device_tus(r)[8] == "exps_xinv.cu"
+    assert f'8u, "{kernel_symbol("exps_x_inv_k", XINV_PARAMS)}", EXPS_HOST_FORM(exps_x_inv_h),' in abi
 
 
 def test_file_names_small_tu_limit() -> None:
@@ -268,21 +277,28 @@ def test_pack_never_joins_the_generic_inverse_part() -> None:
     assert pack("k", parts, {"exps_xinv.cu": 0}) == {"k_q0_x0.cu": "ab", "exps_xinv.cu": "c", "k_x1.cu": "d"}
 
 
-def test_generic_inverse_tu_with_probed_chunks() -> None:
-    """A probed layout (`KernelSource.probed`: the probe's chunks first, alone) keeps the generic
-    inverse kernel alone and last; `probed_pays` counts the same extra nvcc runs as before (the
-    `exps_xinv.cu` TU is in both layouts)."""
+def test_a_chunked_qs_tus_are_chunk_groups_with_the_last_chunk_alone() -> None:
+    """A chunked Q: its chunk kernels in TUs of their own of about Q_TU_OPS ops (a constant's edit
+    recompiles one of them), its last chunk (the exact program: every literal of Q) alone, then
+    the expressions' TU and the generic inverse kernel's, last; a single kernel packs with the
+    expressions as before."""
     ks = _ks("Medium", 64)
     n = ks.plan.n_chunks
-    assert n >= 3
-    probed = KernelSource(ks.key, ks.q, ks.plan, ks.exprs, HASH, passes=False, probed=(0, 1))
-    tus = device_tus(render(probed))
-    assert tus[0] == "k_medium_q0.cu" and tus[-1] == "exps_xinv.cu"
-    assert emit._tu_groups(probed, TU_OPS) == [["k_medium_q0.cu"], ["k_medium_q1.cu", "k_medium_x0.cu"],
-                                               ["exps_xinv.cu"]]
-    assert emit._tu_groups(probed, TU_OPS, probed=None) == [["k_medium_q0.cu", "k_medium_x0.cu"],
-                                                            ["exps_xinv.cu"]]
-    assert emit.probed_pays(probed) == (sum(b - a for a, b in probed.plan.chunks[:2]) > emit.TU_FIXED_OPS)
+    sizes = [b - a for a, b in ks.plan.chunks]
+    assert n >= 3 and sum(sizes[:-1]) <= emit.Q_TU_OPS
+    assert emit._tu_groups(ks, TU_OPS) == [["k_medium_q0.cu"], ["k_medium_q1.cu"], ["k_medium_x0.cu"],
+                                           ["exps_xinv.cu"]]
+    files = render(ks)
+    assert device_tus(files) == ["k_medium_q0.cu", "k_medium_q1.cu", "k_medium_x0.cu", "exps_xinv.cu"]
+    chunks_of = {t: {int(c) for c in re.findall(r"k[0-9a-f]{16}_q_c(\d+)_k\b", files[t])}
+                 for t in ("k_medium_q0.cu", "k_medium_q1.cu")}
+    assert chunks_of == {"k_medium_q0.cu": set(range(n - 1)), "k_medium_q1.cu": {n - 1}}   # the last, alone
+    # at a lower limit the other chunks split in groups of consecutive chunks within it
+    groups, _ = emit._part_names(ks, 2 * max(sizes))
+    assert groups[-1] == [n - 1] and [c for g in groups for c in g] == list(range(n))
+    assert all(sum(sizes[c] for c in g) <= 2 * max(sizes) for g in groups[:-1])
+    single = _ks("Medium", 0)
+    assert emit._tu_groups(single, TU_OPS) == [["k_medium_q0.cu", "k_medium_x0.cu"], ["exps_xinv.cu"]]
 
 
 # ============================================================================ the op table
@@ -618,9 +634,11 @@ def test_render_40000_op_q(tmp_path: Path, capsys) -> None:
         print(f"\n[emit] render of a {len(cov.q.ops)}-op Q ({ks.plan.n_chunks} chunks, {len(files)} files, "
               f"{sum(map(len, files.values())) / 1e6:.1f} MB): {dt:.3f} s wall")
     assert ks.plan.n_chunks == 157
-    # 11 Q TUs of <= 15 chunks; the last (7 chunks) is packed with the expressions; the launch table
-    qfiles = [f"{p.key}_q{g}.cu" for g in range(10)] + [f"{p.key}_q10_x0.cu"]
-    assert list(files) == qfiles + ["exps_xinv.cu", f"{p.key}_abi.cpp"]
+    # the Q TUs (`_q_groups`), the expressions', the generic inverse kernel's, the launch table
+    n_q = len(_q_groups([b - a for a, b in ks.plan.chunks]))
+    assert 40 <= n_q <= 50
+    qfiles = [f"{p.key}_q{g}.cu" for g in range(n_q)]
+    assert list(files) == qfiles + [f"{p.key}_x0.cu", "exps_xinv.cu", f"{p.key}_abi.cpp"]
     # every op is emitted exactly once, in order, across the TUs (a word v<i> or accumulators a<i>)
     defs = []
     for f in qfiles:

@@ -83,6 +83,9 @@ PINNED = {
     # kernels' expressions have nothing to fold (the version string changes the digest);
     # Intermediates', RangeCheck4's and Module's do
     "0.25.0": "be0fcf8f675d142e00014355ad867850fdeeb190964870bfba73284290d788e1",
+    # a chunked Q's chunk kernels in TUs of about 1,024 ops, the last chunk alone, the expressions
+    # apart (the kernels' text as it was)
+    "0.26.0": "4c2dabe26b4ef0768a45d8dbadf4765de80af08499f2a761a7b81028921e7d7b",
 }
 
 

@@ -28,12 +28,12 @@ from pathlib import Path
 from codegen.build import bounds, prelude, toolchain
 from codegen.build.autotune import (MAX_MIN_BLOCKS, MAX_PROBES, SPILL_SLACK_BYTES, TuneResult,
                                      bound_single, candidate_plans, cost, estimated_choice, estimated_regs,
-                                     first_probe, tune, tune_arch)
+                                     first_probe, probe_literals, tune, tune_arch)
 from codegen.build.cache import ObjectCache, atomic_write
 from codegen.build.fsutil import remove_stale_temps
 from codegen.build.heartbeat import Heartbeat
 from codegen.emit import (COMMON_FILES, Q_KERNEL_RE, RUNTIME, TU_OPS, XINV_TU, KernelSource, device_tus,
-                          probed_pays, q_symbols, render, render_probe, source_hash, tu_kernels, tu_twins)
+                          q_symbols, render, render_probe, source_hash, tu_kernels, tu_twins)
 from codegen.coverage import CAP, EXPR_CAP, SLOTS_CAP, Coverage, cover, coverage_from_json, coverage_to_json
 from codegen.ir import KernelIR
 from codegen.discover import content_digest
@@ -461,13 +461,14 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
             arch = tune_arch(archs)
             cubin = toolchain.CompileOptions((arch,), extra_flags=HIDDEN, mode="cubin")
             # when the tune arch is the only target, a probe compiles its chunks as cc will (`-c
-            # -fatbin`, the same options; no more ptxas work than `-cubin`): when that plan wins,
-            # emit makes those chunks a TU of their own with the probe's text (KernelSource.probed),
-            # which cc then takes from the object cache. Only other probes are `-cubin` compiles,
+            # -fatbin`, the same options; no more ptxas work than `-cubin`), with their bounded
+            # twins as cc makes them (`with_twins`). Only other probes are `-cubin` compiles,
             # and only they ask prelude.options about `-cubin` (its decision compiles a probe TU
-            # twice on a cold cache: two nvcc runs for nothing when every probe is as cc's)
+            # twice on a cold cache: two nvcc runs for nothing when every probe is as cc's).
+            # A probe of chunks compiles them with stand-ins for the literals (`probe_literals`):
+            # its text, so its registers and the choice, are the shape's, whatever the constants
             as_cc = archs == [arch]
-            probed: dict[tuple[int, int], list[int]] = {}     # (ops per chunk, bound): chunks
+            probe_q = probe_literals(q)
             final = None      # (ops per chunk, device TU) of a first probe compiled as cc will
 
             def whole_tu(c: int) -> dict[str, str] | None:
@@ -552,8 +553,7 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
                         return regs, spills
                     if len(reps) < ks.plan.n_chunks:
                         sampled[pl.ops_per_chunk] = reps
-                    if as_cc:
-                        probed[(pl.ops_per_chunk, min_blocks)] = reps
+                    ks = KernelSource(key, probe_q, pl, [], "0" * 64, min_blocks=min_blocks)
                     tus = stage_sources(render_probe(ks, reps), sub)
                     got = compile_tus(tus, sub / "obj", compile_options(archs, cache) if as_cc
                                       else prelude.options(cubin, cache), cache, launcher)
@@ -573,8 +573,6 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
                 bound_single(q, res, bounded, single_slack[0])
                 res.arch = arch
                 doc["sampled"] = {str(k): v for k, v in sorted(sampled.items())}
-                # (none when the chosen plan was the first probe, compiled as the kernel's whole TU)
-                doc["probed"] = None if res.skip else probed.get((res.ops_per_chunk, res.min_blocks))
             shutil.rmtree(work_dir, ignore_errors=True)
         doc.update(res.to_json())
         _write_json(Path(out), doc)
@@ -631,11 +629,7 @@ def act_emit(key: str, ir_json: str, tune_json: str, src_dir: str, manifest: str
             assert cov.q is not None
             pl = plan(cov.q, opc)
             sh = source_hash(d["content"], settings)
-            pr = t.get("probed")
-            ks = KernelSource(key, cov.q, pl, cov.exprs, sh, probed=None if pr is None else tuple(pr),
-                              min_blocks=mb)
-            if not probed_pays(ks):     # (a few ops: not worth another nvcc run)
-                ks.probed = None
+            ks = KernelSource(key, cov.q, pl, cov.exprs, sh, min_blocks=mb)
             files = render(ks)
             pl = ks.plan          # after the IR passes: what the .so runs (chunks, slots, scratch)
             stage_sources(files, src)

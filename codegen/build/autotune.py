@@ -23,15 +23,59 @@ at most ROWS; WAVE_BLOCKS blocks when the scratch is not known).
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from dataclasses import dataclass, field
 from typing import Callable
 
-from codegen.ir import KernelIR, Val
+from codegen.ir import KernelIR, Leaf, Op, Val
 from codegen.plan import Plan, plan
 
 log = logging.getLogger("exps_codegen")
+
+#: the Goldilocks prime (spec §1)
+GL_P = (1 << 64) - (1 << 32) + 1
+#: number literals a probe keeps as they are: the emitter renders a product by 1 as a copy and by
+#: p - 1 as a negation (emit.value_op), and 0 is the zero it subtracts from
+_KEPT_LITERALS = (0, 1, GL_P - 1)
+
+
+def _literal_class(v: int) -> tuple[int, int, int]:
+    """(class, base, step) of the stand-ins a probe renders for a literal: what the 64-bit word's
+    halves are (ptxas drops the partial products of a zero half, and the words >= p have a high
+    half of all ones), so a stand-in costs the registers the literal does."""
+    hi, lo = v >> 32, v & 0xFFFFFFFF
+    if hi == 0:
+        return 0, 0x9E3779B9, 1                     # a word below 2^32
+    if hi == 0xFFFFFFFF:
+        return 1, 0xFFFFFFFF_80000000, 1             # p and above (p - 1 is kept)
+    if lo == 0:
+        return 2, 0x7F4A7C15_00000000, 1 << 32       # a high half only
+    return 3, 0x7F4A7C15_9E3779B9, 1                 # both halves
+
+
+def probe_literals(q: KernelIR) -> KernelIR:
+    """The IR a tuning probe compiles: every number literal but 0, 1 and p - 1 replaced by a
+    stand-in of its class (`_literal_class`), the i-th distinct literal of a class by the class's
+    base + i (equal literals stay equal, distinct ones distinct: the IR passes make of it what they
+    make of the real one, CSE included). So a probe's text depends on the expression's shape, not
+    on its constants: after an edit of a constant its probes are object-cache hits and the tuner
+    chooses what it chose, and a cold build of the edited key, tuning afresh, chooses the same."""
+    stand_in: dict[int, int] = {}
+    count: dict[int, int] = {}
+
+    def arg(a):
+        if not isinstance(a, Leaf) or a.kind != "number" or a.value in _KEPT_LITERALS:
+            return a
+        if a.value not in stand_in:
+            c, base, step = _literal_class(a.value)
+            stand_in[a.value] = base + step * count.get(c, 0)
+            count[c] = count.get(c, 0) + 1
+        return dataclasses.replace(a, value=stand_in[a.value])
+    ops = tuple(Op(op.arith, op.shape, arg(op.a), None if op.b is None else arg(op.b), op.dim) for op in q.ops)
+    return KernelIR(q.exp_id, q.extended, ops)
+
 
 FLOOR = 32          # smallest chunk tried; spilling there skips the AIR
 #: Spill stores (bytes, per Q kernel and arch, ptxas report) that still count as no spill. ptxas
