@@ -1,0 +1,291 @@
+"""Build farm (README "Build farm"): sccache as the compiler launcher, its cache shared by two
+machines, and a real sccache-dist scheduler and build server on 127.0.0.1 compiling a key's TUs,
+then the scheduler stopped mid-build. Every build places the same bytes as one without a launcher.
+Also what toolchain.py does for sccache (its server started from our environment, a named work
+dir with copies, no link through it) and the farm's configs (build/farm.py).
+
+Each build is the sample's Tiny and Shared pair at arch 90, chunk 0, `-j 1` (one task at a time, so
+sccache's counters are exact). Through sccache it makes these compile requests: five device TUs
+(Tiny's, Shared's, the generic inverse kernel's and the device prelude's probe with and without
+the prelude: build/prelude.py) and the generic launcher (host C++); the launch tables and the links
+never go through a launcher. sccache splits each device compile into cicc (PTX) and ptxas (CUBIN),
+and the host one into the host compiler's run (CUDA); the prelude's two probes give the same PTX,
+so the second one's ptxas is a cache hit.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+import shutil
+import subprocess
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+
+import buildkit as bk
+from codegen.build import farm, sccache
+from codegen.build import toolchain as tc
+from require import requires
+
+needs_sccache = requires("nvcc", "sccache")
+
+AIRS = (bk.TINY, bk.SHARED1, bk.SHARED2)
+#: a cold build's misses through sccache: what cicc, ptxas and the host compiler ran (above)
+COLD_MISSES = {"PTX": 5, "CUBIN": 4, "CUDA": 1}
+COLD_HITS = {"CUBIN": 1}
+
+#: an EXPS_NVCC that stops the scheduler (SIGTERM, then waits until its port is closed) the first
+#: time nvcc is called for the Shared kernel's TU: a moment inside the build, the same every run
+STOP_SCHEDULER_NVCC = """#!/bin/bash
+case " $* " in *"{tu}"*)
+  if mkdir {marker} 2>/dev/null; then
+    kill -TERM {pid}
+    for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null || break; sleep 0.1; done
+  fi;;
+esac
+exec {nvcc} "$@"
+"""
+
+
+def _env(root: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EXPS_", "CCACHE_", "SCCACHE_"))}
+    env.update({"EXPS_CACHE_DIR": str(root / "exps-cache"), "EXPS_BUILD_ROOT": str(root / "builds"),
+                "EXPS_LINK_CACHE": "0"})
+    return env
+
+
+def _build(pk: Path, env: dict[str, str]) -> None:
+    p = subprocess.run([*bk.exps_codegen(), "build", str(pk), *bk.CLI_ARGS, "-j", "1"],
+                       env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+def _so_bytes(pk: Path) -> dict[str, bytes]:
+    return {rel: bk.so_path(pk, rel).read_bytes() for rel in AIRS}
+
+
+def _stop_client(env: dict[str, str]) -> None:
+    subprocess.run(["sccache", "--stop-server"], env=env, capture_output=True, timeout=60, check=False)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> dict[str, bytes]:
+    """The `.so` files of a build without a launcher."""
+    root = tmp_path_factory.mktemp("local")
+    pk = bk.copy_key(root / "pk", AIRS)
+    _build(pk, _env(root))
+    return _so_bytes(pk)
+
+
+@needs_sccache
+def test_two_machines_share_one_sccache_store(tmp_path: Path, reference) -> None:
+    """sccache's store (its local-dir backend, as a shared mount would be) filled by one machine's
+    cold build: another machine's cold build (own build dir, object cache and sccache server) runs
+    no cicc, ptxas or host compile; both place the bytes of a build without a launcher."""
+    store = tmp_path / "store"
+    envs = []
+    try:
+        for name in ("a", "b"):
+            env = _env(tmp_path / name)
+            env.update({"EXPS_LAUNCHER": "sccache", "SCCACHE_DIR": str(store), "SCCACHE_IDLE_TIMEOUT": "600",
+                        "SCCACHE_SERVER_PORT": str(farm.free_port())})
+            envs.append(env)
+            pk = bk.copy_key(tmp_path / name / "pk", AIRS)
+            _build(pk, env)
+            assert _so_bytes(pk) == reference
+        a, b = (sccache.stats(env=e) for e in envs)
+        assert a["compile_requests"] == 6 and a["requests_not_compile"] == 0, a
+        assert a["cache_misses"]["counts"] == COLD_MISSES and a["cache_hits"]["counts"] == COLD_HITS, a
+        # the second machine: every cicc, ptxas and host compile from the store
+        assert b["compile_requests"] == 6 and b["cache_misses"]["counts"] == {}, b
+        assert b["cache_hits"]["counts"] == {"PTX": 5, "CUBIN": 5, "CUDA": 1}, b
+    finally:
+        for env in envs:
+            _stop_client(env)
+
+
+@needs_sccache
+@requires("bwrap")
+def test_farm_compiles_on_its_server_and_builds_on_without_its_scheduler(tmp_path: Path, reference) -> None:
+    """A real scheduler and build server (sccache-dist, overlay builder) on 127.0.0.1: a cold
+    build's every cicc, ptxas and host compile runs on the server; with the scheduler stopped in
+    the middle of a build, the rest of it compiles here. Both place the bytes of a build without a
+    launcher."""
+    why = farm.sandbox_problem()
+    if why:
+        pytest.skip(f"this machine cannot run sccache-dist's build server: {why}")
+    clients = []
+    with farm.LocalFarm(tmp_path / "farm") as f:
+        [server] = f.server_addrs
+        try:
+            env = f.client_env(_env(tmp_path / "one"), tmp_path / "one" / "sccache")
+            env["EXPS_LAUNCHER"] = "sccache"
+            clients.append(env)
+            pk = bk.copy_key(tmp_path / "one" / "pk", AIRS)
+            _build(pk, env)
+            assert _so_bytes(pk) == reference
+            st = sccache.stats(env=env)
+            assert st["cache_misses"]["counts"] == COLD_MISSES and st["cache_hits"]["counts"] == COLD_HITS, st
+            assert st["dist_compiles"] == {server: sum(COLD_MISSES.values())} and st["dist_errors"] == 0, st
+
+            # a second cold build (another client: empty sccache cache, object cache, build dir)
+            # whose nvcc stops the scheduler when it gets to the Shared kernel's TU
+            wrapper = tmp_path / "bin" / "nvcc"
+            wrapper.parent.mkdir()
+            wrapper.write_text(STOP_SCHEDULER_NVCC.format(
+                tu=f"{bk.SHARED_KEY}_q0_x0.cu", marker=tmp_path / "stopped", pid=f.procs["scheduler"].pid,
+                port=f.scheduler_port, nvcc=shutil.which("nvcc")))
+            wrapper.chmod(0o755)
+            env = f.client_env(_env(tmp_path / "two"), tmp_path / "two" / "sccache")
+            env.update({"EXPS_LAUNCHER": "sccache", "EXPS_NVCC": str(wrapper)})
+            clients.append(env)
+            pk = bk.copy_key(tmp_path / "two" / "pk", AIRS)
+            _build(pk, env)
+            assert (tmp_path / "stopped").is_dir() and f.procs["scheduler"].wait(timeout=30) is not None
+            assert _so_bytes(pk) == reference
+            st = sccache.stats(env=env)
+            ran = sum(st["cache_misses"]["counts"].values())
+            assert st["cache_misses"]["counts"] == COLD_MISSES, st
+            remote = st["dist_compiles"].get(server, 0)
+            # before the stop: the prelude's probes at least (cicc twice, ptxas once) on the server;
+            # after it: Shared's cicc and ptxas at least here, each a failed try of the scheduler
+            assert remote >= 3 and st["dist_errors"] >= 2 and remote + st["dist_errors"] == ran, st
+        finally:
+            for env in clients:
+                _stop_client(env)
+
+
+# ------------------------------------------------------------------ toolchain.py with sccache
+FAKE_SCCACHE = """#!/bin/sh
+# stands in for sccache: logs its server start and each call (cwd, the TU's real path, whether
+# src/ is a link), then runs the command
+if [ "$1" = "--start-server" ]; then echo "start TMPDIR=$TMPDIR" >> {log}; exit 0; fi
+for a in "$@"; do case "$a" in src/*) tu=$a;; esac; done
+echo "run $PWD $(readlink -f $tu) $([ -L src ] && echo link || echo dir)" >> {log}
+exec "$@"
+"""
+
+
+@requires("nvcc")
+def test_a_compile_through_sccache_runs_in_a_named_work_dir_and_a_link_without_it(tmp_path: Path) -> None:
+    """Through a launcher named sccache: its server is started once, from this process's
+    environment (TMPDIR the temp root, not a compile's work dir); each compile runs in
+    `<temp root>/exps-sccache-<digest of TU, text, flags>` with the TU copied in (its real path
+    there: what cicc's command line holds), removed after; the link runs without it. The objects
+    are those of a compile without a launcher."""
+    log = tmp_path / "calls.log"
+    fake = tmp_path / "bin" / "sccache"
+    fake.parent.mkdir()
+    fake.write_text(FAKE_SCCACHE.format(log=log))
+    fake.chmod(0o755)
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "k.cu").write_text('extern "C" __global__ void k(unsigned long long* a) { a[1] = a[0] * 3; }\n')
+    (src / "h.cpp").write_text('extern "C" int h() { return 7; }\n')
+    fatbin = tc.CompileOptions((90,), mode="fatbin")
+    host = tc.CompileOptions((90,), mode="host")
+    root = tc.safe_temp_root()
+    names = [sccache.workdir_name(n, (src / n).read_bytes(), o.flags()) for n, o in (("k.cu", fatbin), ("h.cpp", host))]
+    a = tc.compile_object(src / "k.cu", tmp_path / "a" / "k.fatbin", fatbin, launcher=[str(fake)])
+    b = tc.compile_object(src / "k.cu", tmp_path / "b" / "k.fatbin", fatbin, launcher=[str(fake)])
+    o = tc.compile_object(src / "h.cpp", tmp_path / "h.o", host, launcher=[str(fake)])
+    plain = tc.compile_object(src / "k.cu", tmp_path / "c" / "k.fatbin", fatbin, launcher=[])
+    so = tc.link_shared([o.obj_path], tmp_path / "lib" / "libh.so", host, launcher=[str(fake)])
+    assert log.read_text().splitlines() == [
+        f"start TMPDIR={root}",
+        *(f"run {root}/exps-sccache-{names[0]} {root}/exps-sccache-{names[0]}/src/k.cu dir" for _ in "ab"),
+        f"run {root}/exps-sccache-{names[1]} {root}/exps-sccache-{names[1]}/src/h.cpp dir"]
+    assert a.obj_path.read_bytes() == b.obj_path.read_bytes() == plain.obj_path.read_bytes()
+    assert "sccache" not in " ".join(plain.argv) and so.is_file()
+    assert not any(Path(root, f"exps-sccache-{n}").exists() for n in names)
+
+
+def test_a_named_work_dir_in_use_falls_back_and_stale_ones_are_reaped(tmp_path: Path) -> None:
+    """`workdir(kind, name)`: the named dir, held with our pid in it; the same name again while it
+    is held: a random dir. The reaper removes named dirs whose owner is gone, and owner-less ones
+    older than 10 minutes; it keeps a live owner's and a new owner-less one."""
+    root = tc.safe_temp_root()
+    name = "t" + hashlib.sha256(str(tmp_path).encode()).hexdigest()[:20]
+    with tc.workdir("nvcc", name) as w1:
+        assert w1 == f"{root}/exps-sccache-{name}"
+        assert Path(w1, sccache.OWNER_FILE).read_text() == str(os.getpid())
+        with tc.workdir("nvcc", name) as w2:
+            assert Path(w2).name.startswith(f"exps-nvcc-{os.getpid()}-")
+        assert not os.path.exists(w2)
+    assert not os.path.exists(w1)
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    made = {}
+    for what, owner, age in (("dead", str(gone.pid), 0), ("live", str(os.getppid()), 0),
+                             ("ownerless-old", None, 700), ("ownerless-new", None, 0)):
+        d = tmp_path / f"exps-sccache-{what}"
+        d.mkdir()
+        if owner:
+            (d / sccache.OWNER_FILE).write_text(owner)
+        t = time.time() - age
+        os.utime(d, (t, t))
+        made[what] = str(d)
+    assert sorted(tc.reap_stale_workdirs(tmp_path)) == sorted([made["dead"], made["ownerless-old"]])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["exps-sccache-live", "exps-sccache-ownerless-new"]
+
+
+def test_is_sccache() -> None:
+    assert sccache.is_sccache(["sccache"]) and sccache.is_sccache(["/opt/x/bin/sccache", "-v"])
+    assert not sccache.is_sccache([]) and not sccache.is_sccache(None)
+    assert not sccache.is_sccache(["ccache"]) and not sccache.is_sccache(["sccache-dist"])
+
+
+# ------------------------------------------------------------------ the farm's configs
+def _jwt_payload(token: str, key: str) -> dict:
+    """The payload of an HS256 JWT, after checking its signature with `key` (base64url)."""
+    def unb64(s: str) -> bytes:
+        return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
+    head, body, sig = token.split(".")
+    assert json.loads(unb64(head)) == {"typ": "JWT", "alg": "HS256"}
+    assert hmac.compare_digest(unb64(sig), hmac.new(unb64(key), f"{head}.{body}".encode(), hashlib.sha256).digest())
+    return json.loads(unb64(body))
+
+
+@requires("sccache")
+def test_farm_configs(tmp_path: Path, capsys) -> None:
+    """One scheduler, two servers, a client: the client's token is the scheduler's; each server's
+    token is a JWT for its own address, signed with the scheduler's key; the files are 0600."""
+    files = farm.configs("10.0.0.1:10600", ["10.0.0.2:10501", "10.0.0.3:10501"],
+                         toolchains="/srv/tc", build_dir="/srv/build", client_toolchains="/home/u/tc")
+    assert sorted(files) == ["client.conf", "scheduler.conf", "server-10.0.0.2-10501.conf",
+                             "server-10.0.0.3-10501.conf"]
+    conf = {n: tomllib.loads(t) for n, t in files.items()}
+    sched, client = conf["scheduler.conf"], conf["client.conf"]
+    assert sched["public_addr"] == "10.0.0.1:10600" and sched["client_auth"]["type"] == "token"
+    assert client == {"dist": {"scheduler_url": "http://10.0.0.1:10600", "toolchains": [], "cache_dir": "/home/u/tc",
+                               "auth": {"type": "token", "token": sched["client_auth"]["token"]}}}
+    key = sched["server_auth"]["secret_key"]
+    assert sched["server_auth"]["type"] == "jwt_hs256"
+    for addr in ("10.0.0.2:10501", "10.0.0.3:10501"):
+        srv = conf[f"server-{addr.replace(':', '-')}.conf"]
+        assert {k: srv[k] for k in ("public_addr", "scheduler_url", "cache_dir")} == \
+            {"public_addr": addr, "scheduler_url": "http://10.0.0.1:10600", "cache_dir": "/srv/tc"}
+        assert srv["builder"] == {"type": "overlay", "build_dir": "/srv/build", "bwrap_path": "/usr/bin/bwrap"}
+        assert srv["scheduler_auth"]["type"] == "jwt_token"
+        assert _jwt_payload(srv["scheduler_auth"]["token"], key)["server_id"] == addr
+    # fresh secrets every time
+    again = tomllib.loads(farm.configs("10.0.0.1:10600", ["10.0.0.2:10501"])["scheduler.conf"])
+    assert again["client_auth"]["token"] != sched["client_auth"]["token"] and again["server_auth"]["secret_key"] != key
+
+    assert farm.main([str(tmp_path / "out"), "--scheduler", "10.0.0.1:10600", "--server", "10.0.0.2:10501"]) == 0
+    assert sorted((p.name, p.stat().st_mode & 0o777) for p in (tmp_path / "out").iterdir()) == [
+        ("client.conf", 0o600), ("scheduler.conf", 0o600), ("server-10.0.0.2-10501.conf", 0o600)]
+    capsys.readouterr()
+    for bad in (["--scheduler", "sched.local:10600", "--server", "10.0.0.2:10501"],
+                ["--scheduler", "10.0.0.1:10600"],
+                ["--scheduler", "10.0.0.1:10600", "--server", "10.0.0.2:99999"]):
+        assert farm.main([str(tmp_path / "bad"), *bad]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("farm: error: ") and err.count("\n") == 1, err
+    assert not (tmp_path / "bad").exists()
