@@ -205,19 +205,47 @@ def test_a_compile_through_sccache_runs_in_a_named_work_dir_and_a_link_without_i
     assert not any(Path(root, f"exps-sccache-{n}").exists() for n in names)
 
 
-def test_a_named_work_dir_in_use_falls_back_and_stale_ones_are_reaped(tmp_path: Path) -> None:
-    """`workdir(kind, name)`: the named dir, held with our pid in it; the same name again while it
-    is held: a random dir. The reaper removes named dirs whose owner is gone, and owner-less ones
-    older than 10 minutes; it keeps a live owner's and a new owner-less one."""
+def test_a_named_work_dir_is_waited_for_taken_over_from_the_dead_and_reaped(tmp_path: Path, monkeypatch) -> None:
+    """`workdir(kind, name)`: the named dir, held with our pid in it. Held by a live compile, the
+    same name waits for it (a second build's compile of the same TU then hits sccache's cache),
+    and after `_NAMED_WAIT_S` takes a random dir; one left by a dead process is taken over. The
+    reaper removes named dirs whose owner is gone, and owner-less ones older than 10 minutes; it
+    keeps a live owner's and a new owner-less one."""
+    import threading
     root = tc.safe_temp_root()
     name = "t" + hashlib.sha256(str(tmp_path).encode()).hexdigest()[:20]
+    named = f"{root}/exps-sccache-{name}"
+    monkeypatch.setattr(tc, "_NAMED_WAIT_S", 0.3)
     with tc.workdir("nvcc", name) as w1:
-        assert w1 == f"{root}/exps-sccache-{name}"
-        assert Path(w1, sccache.OWNER_FILE).read_text() == str(os.getpid())
-        with tc.workdir("nvcc", name) as w2:
+        assert w1 == named and Path(w1, sccache.OWNER_FILE).read_text() == str(os.getpid())
+        with tc.workdir("nvcc", name) as w2:       # held all along: after 0.3 s, a random dir
             assert Path(w2).name.startswith(f"exps-nvcc-{os.getpid()}-")
         assert not os.path.exists(w2)
     assert not os.path.exists(w1)
+
+    monkeypatch.setattr(tc, "_NAMED_WAIT_S", 30.0)
+    got, held = [], threading.Event()
+
+    def hold() -> None:
+        with tc.workdir("nvcc", name):
+            held.set()
+            time.sleep(0.5)
+    t = threading.Thread(target=hold)
+    t.start()
+    held.wait()
+    t0 = time.monotonic()
+    with tc.workdir("nvcc", name) as w3:           # waits for the holder, then gets the name
+        got.append((w3, time.monotonic() - t0))
+    t.join()
+    assert got[0][0] == named and got[0][1] > 0.2
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    os.mkdir(named)
+    Path(named, sccache.OWNER_FILE).write_text(str(dead.pid))
+    with tc.workdir("nvcc", name) as w4:           # a killed compile's: taken over at once
+        assert w4 == named and Path(w4, sccache.OWNER_FILE).read_text() == str(os.getpid())
+    assert not os.path.exists(named)
 
     gone = subprocess.Popen(["true"])
     gone.wait()
@@ -274,6 +302,9 @@ def test_farm_configs(tmp_path: Path, capsys) -> None:
         assert srv["builder"] == {"type": "overlay", "build_dir": "/srv/build", "bwrap_path": "/usr/bin/bwrap"}
         assert srv["scheduler_auth"]["type"] == "jwt_token"
         assert _jwt_payload(srv["scheduler_auth"]["token"], key)["server_id"] == addr
+    # a key that starts with '-' (1 in 64 of them) is a key, not an option of sccache-dist's
+    dash = "-" + key[1:]
+    assert _jwt_payload(farm.server_token(dash, "10.0.0.2:10501"), dash)["server_id"] == "10.0.0.2:10501"
     # fresh secrets every time
     again = tomllib.loads(farm.configs("10.0.0.1:10600", ["10.0.0.2:10501"])["scheduler.conf"])
     assert again["client_auth"]["token"] != sched["client_auth"]["token"] and again["server_auth"]["secret_key"] != key

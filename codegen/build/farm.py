@@ -50,6 +50,12 @@ def _auth(sccache_dist: str, *args: str) -> str:
     return p.stdout.strip()
 
 
+def server_token(key: str, server: str, sccache_dist: str = "sccache-dist") -> str:
+    """The JWT of build server `server` (IPv4:port) signed with the scheduler's HS256 `key`. The key
+    is base64url and may start with '-': passed as `--secret-key=KEY`, never as a separate word."""
+    return _auth(sccache_dist, "generate-jwt-hs256-server-token", f"--secret-key={key}", f"--server={server}")
+
+
 def _q(s: str | Path) -> str:
     return json.dumps(str(s))     # a TOML basic string is a JSON string for these characters
 
@@ -84,7 +90,7 @@ def configs(scheduler: str, servers: list[str], *, toolchains: str | Path = "/va
             f"cache_dir = {_q(toolchains)}",
             "[builder]", 'type = "overlay"',
             f"build_dir = {_q(build_dir)}", f"bwrap_path = {_q(bwrap)}",
-            "[scheduler_auth]", 'type = "jwt_token"', f"token = {_q(_auth(sccache_dist, 'generate-jwt-hs256-server-token', '--secret-key', key, '--server', s))}", ""])
+            "[scheduler_auth]", 'type = "jwt_token"', f"token = {_q(server_token(key, s, sccache_dist))}", ""])
     out["client.conf"] = "\n".join([
         "# SCCACHE_CONF=client.conf (read when sccache's server starts: `sccache --stop-server` after a change)",
         "[dist]", f"scheduler_url = {_q(url)}", "toolchains = []",
@@ -168,7 +174,7 @@ class LocalFarm:
 
     def _start(self, name: str, argv: list[str]) -> subprocess.Popen:
         env = dict(os.environ, SCCACHE_NO_DAEMON="1", SCCACHE_LOG=os.environ.get("SCCACHE_LOG", "info"))
-        with open(self.root / f"{name}.log", "ab") as log:
+        with open(self.root / f"{name}.log", "wb") as log:
             p = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                  start_new_session=True)
         self.procs[name] = p

@@ -456,6 +456,9 @@ _OLD_WORKDIR_MAX_AGE_S = 24 * 3600.0
 #: a compile's work dir through sccache (its name has no pid) without its owner file yet is
 #: someone's only for a moment: one older than this was left by a kill
 _OWNERLESS_MAX_AGE_S = 600.0
+#: how long a compile through sccache waits for its named work dir while another compile of the
+#: same TU holds it
+_NAMED_WAIT_S = 600.0
 
 
 class UnsafePathError(ToolchainError):
@@ -589,14 +592,31 @@ def _sccache_workdir_stale(path: str, age_s: float) -> bool:
 
 
 def _named_workdir(name: str) -> str | None:
-    """``<safe temp root>/exps-sccache-<name>``, made ours (owner file: our pid), or None when it
-    exists (the same compile in another thread or process now, or one a kill left: the caller
-    takes a random work dir)."""
+    """``<safe temp root>/exps-sccache-<name>``, made ours (owner file: our pid). While another
+    compile of the same TU holds it (another build on this machine: sccache then answers ours
+    from its cache), wait, up to :data:`_NAMED_WAIT_S`; one a killed process left is removed. None
+    (the caller takes a random work dir) after that wait, or when the name is someone else's."""
     path = os.path.join(safe_temp_root(), _sccache.WORKDIR_PREFIX + name)
-    try:
-        os.mkdir(path, 0o700)
-    except OSError:
-        return None
+    end = time.monotonic() + _NAMED_WAIT_S
+    while True:
+        try:
+            os.mkdir(path, 0o700)
+            break
+        except FileExistsError:
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue                    # removed meanwhile: try again
+            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+                return None
+            if _sccache_workdir_stale(path, time.time() - st.st_mtime):
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            if time.monotonic() > end:
+                return None
+            time.sleep(0.05)
+        except OSError:
+            return None
     try:
         Path(path, _sccache.OWNER_FILE).write_text(str(os.getpid()))
     except OSError:
@@ -613,7 +633,7 @@ def workdir(kind: str, name: str | None = None) -> Iterator[str]:
     """A private, safe-named work dir ``<safe temp root>/exps-<kind>-<pid>-XXXXXXXX``, removed on
     every exit path (exceptions, Ctrl-C, SystemExit); after a SIGKILL the next process's first
     call (or :func:`reap_stale_workdirs`) removes it. With `name` (a compile through sccache:
-    build/sccache.py) ``<safe temp root>/exps-sccache-<name>`` when no one holds that one."""
+    build/sccache.py) ``<safe temp root>/exps-sccache-<name>`` (:func:`_named_workdir`)."""
     global _reaped
     if not _reaped:
         _reaped = True
