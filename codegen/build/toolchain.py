@@ -741,7 +741,15 @@ def compile_object(tu_path: Path, out_obj: Path, opts: CompileOptions, *,
                 *(f"-I{links[Path(d).resolve()]}" for d in include_dirs),
                 *(["--keep", "--keep-dir", KEEP_DIR] if keep else []),
                 f"src/{tu_name}", "-o", out_name]
-        text, secs = _run_nvcc("nvcc compile", argv, work, timeout_s, out_name, real, tu_path)
+        if sccache and opts.mode == "fatbin" and len(_sccache.virtual_archs(argv)) > 1:
+            # one compile per virtual arch, fatbinary here (build/sccache.py); without the launcher
+            # when nvcc's dry run does not say how
+            def run(what: str, av: list[str], out: str) -> tuple[str, float]:
+                return _run_nvcc(what, av, work, timeout_s, out, real, tu_path)
+            got = _sccache.split_fatbin(argv, len(launcher), work, run, dict(os.environ, TMPDIR=work))
+            text, secs = got or run("nvcc compile", argv[len(launcher):], out_name)
+        else:
+            text, secs = _run_nvcc("nvcc compile", argv, work, timeout_s, out_name, real, tu_path)
         out_obj.parent.mkdir(parents=True, exist_ok=True)
         _atomic_write(out_obj, Path(work, out_name).read_bytes())
         ptx = None
