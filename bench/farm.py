@@ -25,6 +25,11 @@ hierarchy, os.wait4's rusage is used and the server's CPU is left out (said in f
 Other users' load is the machine's busy time over the run (/proc/stat) less ours. local1 also logs each nvcc call's CPU (bench/nvcc_log.sh) and
 bench/nvcc_by_tu.py's table of it: the per-TU costs behind the estimate in docs/BENCHMARKS.md.
 Writes DIR/farm.json and prints a markdown table.
+
+    python3 bench/farm.py --estimate DIR/farm.json [--airs 100] [--cores 16] [--client-cores 16]
+
+prints the estimate of a key of --airs AIRs on 1, 4 and 16 build servers of --cores cores each,
+from that run's measured costs (the model is in `estimate`'s doc).
 """
 from __future__ import annotations
 
@@ -247,13 +252,83 @@ def run_way(way: str, pk_src: Path, work: Path, slots: int, log_nvcc: bool, use_
     return res
 
 
+def _kernel_compiles(calls: list, key: str) -> list[float]:
+    """CPU seconds of each nvcc call of local1 that compiled one of kernel `key`'s TUs (its tune
+    probes, its TUs, their twins; not its launch table or link)."""
+    return [cpu for cpu, _wall, args in calls
+            if f"src/{key}_" in args or f" {key}_qprobe_twin.ptx" in f" {args}"
+            if " -shared " not in f" {args} " and "_abi.cpp" not in args]
+
+
+def estimate(path: Path, airs: int = 100, cores: int = 16, client_cores: int = 16) -> str:
+    """A key of `airs` AIRs on S = 1, 4, 16 build servers of `cores` cores, from one bench run:
+
+    - the build servers' CPU R (cicc, ptxas, the host compiler, their sandboxes), from the
+      `distN+` way, per second of local1's nvcc CPU;
+    - the client's CPU L (from `distN+`): the build process (Python, launch tables, links) per AIR,
+      plus sccache's server (nvcc --dryrun, the host preprocessor, fatbinary, hashing) per compile;
+    - the critical path P: the kernel whose compiles take longest in all in `local1`, each compile
+      plus the farm's extra latency (the trivial TU's wall through the farm less plain nvcc's),
+      all one after another (an upper bound: its tune probes do run one at a time, but its TUs
+      compile side by side);
+    - wall ~ max(P, R / (S * cores), L / client_cores): the longest chain, the farm's slots and the
+      client's cores each bound it. Not modelled: network time (each server receives each
+      toolchain once, `toolchain_bytes`, and each job's preprocessed TU), and the scheduler
+      turning jobs away when every slot is taken (the client then compiles them itself: `-j`
+      should not exceed the farm's slots).
+    Two keys: `airs` AIRs of the run's mix (its AIRs scaled), and `airs` AIRs each like the run's
+    costliest kernel."""
+    d = json.loads(Path(path).read_text())
+    res = {r["way"]: r for r in d["results"]}
+    l1 = res["local1"]
+    dist = next(r for w, r in res.items() if w.endswith("+"))
+    n = len(l1["so"])
+    srv = sum(v for k, v in dist["cpu_by_process"].items() if k.startswith("server"))
+    build, scc = dist["cpu_by_process"]["build"], dist["cpu_by_process"].get("sccache server", 0.0)
+    requests = dist["sccache"]["compile_requests"]
+    jo = dist["job_overhead"]
+    extra = max(0.0, jo["farm_wall_s"] - jo["local_wall_s"])
+    nvcc_cpu = sum(c for c, _, _ in l1["nvcc_calls"])
+    top = max((sum(_kernel_compiles(l1["nvcc_calls"], k["key"])), k["key"]) for k in l1.get("kernels", []))
+    top_calls = _kernel_compiles(l1["nvcc_calls"], top[1])
+    path_s = sum(c + extra for c in top_calls)
+    out = [f"From {path} ({n} AIRs, {d['meta']['cores']} cores; {dist['way']}): build servers {srv:.1f} s of CPU "
+           f"({srv / nvcc_cpu:.2f} s per second of local1's nvcc CPU, {nvcc_cpu:.1f} s); client {build:.1f} s "
+           f"in the build ({build / n:.2f} s per AIR) + {scc:.1f} s in sccache's server ({scc / requests:.2f} s per "
+           f"compile, {requests} compiles); one local job {l1['cpu_s']:.1f} s of CPU; +{extra:.2f} s of wall per "
+           f"compile through the farm. Longest chain: {top[1]}, {len(top_calls)} compiles, {top[0]:.1f} s of CPU, "
+           f"{path_s:.1f} s through the farm.", "",
+           f"| key | one local job | 1 x {cores} cores | 4 x {cores} | 16 x {cores} | bound by (1 / 4 / 16) |",
+           "| --- | --- | --- | --- | --- | --- |"]
+    keys = ((f"{airs} AIRs of this mix", airs / n * srv, airs / n * (build + scc), airs / n * l1["cpu_s"]),
+            (f"{airs} AIRs like {top[1]}", airs * top[0] * srv / nvcc_cpu,
+             airs * (build / n + len(top_calls) * scc / requests),
+             airs * (top[0] + (l1["cpu_s"] - nvcc_cpu) / n)))
+    for name, r_, l_, local in keys:
+        cells, why = [], []
+        for s_ in (1, 4, 16):
+            parts = {"chain": path_s, "servers": r_ / (s_ * cores), "client": l_ / client_cores}
+            cells.append(f"{max(parts.values()):.0f} s")
+            why.append(max(parts, key=parts.get))
+        out.append(f"| {name} | {local:.0f} s | " + " | ".join(cells) + f" | {' / '.join(why)} |")
+    out.append(f"\n(the client: {client_cores} cores)")
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pk", type=Path, default=REPO.parent / "shared" / "pk")
     ap.add_argument("--slots", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--ways", default="local1,localN,sccacheN,distN,distN+")
     ap.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "exps-farm-bench")
+    ap.add_argument("--estimate", type=Path, help="a farm.json: print the estimate from it (no builds)")
+    ap.add_argument("--airs", type=int, default=100)
+    ap.add_argument("--cores", type=int, default=16, help="cores of each build server (--estimate)")
+    ap.add_argument("--client-cores", type=int, default=16)
     a = ap.parse_args(argv)
+    if a.estimate:
+        print(estimate(a.estimate, a.airs, a.cores, a.client_cores))
+        return 0
     ways = [w.replace("N", str(a.slots)) for w in a.ways.split(",")]
     if any(w.startswith("dist") for w in ways):
         why = farm.sandbox_problem()
@@ -280,6 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     ref = results[0]["so"]
     for r in results:
         r["same_so_as_first"] = r["so"] == ref
+        r["so_differing_from_first"] = sorted(k for k in ref if r["so"].get(k) != ref[k])
     (a.out / "farm.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1) + "\n")
     print(f"{meta['cores']} cores ({meta['cpu']}), {meta['sccache']}, {meta['nvcc']}; {a.pk}: "
           f"{len(ref)} .so files; CPU from {meta['cpu_from']}\n")
@@ -289,8 +365,10 @@ def main(argv: list[str] | None = None) -> int:
         by = ", ".join(f"{k} {v:.1f}" for k, v in r["cpu_by_process"].items())
         dist = r.get("sccache", {}).get("dist_compiles")
         dist_s = (f"{sum(dist.values())} (+{r['sccache']['dist_errors']} failed)" if dist is not None else "-")
+        same = "identical" if r["same_so_as_first"] else f"{len(r['so_differing_from_first'])} differ"
         print(f"| {r['way']} | {r['jobs']} | {r['wall_s']:.1f} s | {r['cpu_s']:.1f} s | {by} | "
-              f"{r['others_busy_s']:.1f} s | {dist_s} | {'identical' if r['same_so_as_first'] else 'DIFFERENT'} |")
+              f"{r['others_busy_s']:.1f} s | {dist_s} | "
+              f"{same} |")
     for r in results:
         if "job_overhead" in r:
             print(f"\na trivial TU, one compile after another ({r['way']}): {r['job_overhead']}")
