@@ -368,3 +368,27 @@ def test_farm_configs(tmp_path: Path, capsys) -> None:
         err = capsys.readouterr().err
         assert err.startswith("farm: error: ") and err.count("\n") == 1, err
     assert not (tmp_path / "bad").exists()
+
+
+# ------------------------------------------------------------------ bench/farm.py's estimate
+def test_bench_farm_estimate(tmp_path: Path) -> None:
+    """The 100-AIR estimate of docs/BENCHMARKS.md from a run's figures: a made-up run of two AIRs
+    whose every number is known, and the table it gives."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("bench_farm", bk.REPO / "bench" / "farm.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    calls = [(4.0, 4.1, "-keep --keep-dir exps_keep src/k1_qprobe.cu -o k1_qprobe.o"),
+             (2.0, 2.1, "-Isrc src/k1_x0.cu -o k1_x0.o"), (0.1, 0.1, "-Isrc src/k1_abi.cpp -o k1_abi_cpp.o"),
+             (2.0, 2.1, "-Isrc src/k2_q0_x0.cu -o k2_q0_x0.o"), (0.5, 0.5, "-shared 0/k1/obj/a.o -o k1.so")]
+    run = {"meta": {"cores": 2}, "results": [
+        {"way": "local1", "so": {"a": "1", "b": "2"}, "cpu_s": 12.0, "nvcc_calls": calls,
+         "kernels": [{"key": "k1"}, {"key": "k2"}]},
+        {"way": "dist2+", "cpu_by_process": {"build": 2.0, "sccache server": 1.0, "scheduler": 0.1, "server-0": 8.0},
+         "sccache": {"compile_requests": 4}, "job_overhead": {"farm_wall_s": 0.6, "local_wall_s": 0.2}}]}
+    (tmp_path / "farm.json").write_text(json.dumps(run))
+    # servers 8 s per 8.6 s of nvcc CPU; client 1 s per AIR + 0.25 s per compile; chain k1: 4.4 + 2.4 s
+    rows = [ln for ln in mod.estimate(tmp_path / "farm.json").splitlines() if ln.startswith("| 100")]
+    assert rows == ["| 100 AIRs of this mix | 600 s | 25 s | 9 s | 9 s | servers / client / client |",
+                    "| 100 AIRs like k1 | 770 s | 35 s | 9 s | 9 s | servers / client / client |"]
+    assert "Longest chain: k1, 2 compiles, 6.0 s of CPU, 6.8 s through the farm." in mod.estimate(tmp_path / "farm.json")

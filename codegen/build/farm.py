@@ -173,7 +173,7 @@ class LocalFarm:
         self.procs: dict[str, subprocess.Popen] = {}
 
     def _start(self, name: str, argv: list[str]) -> subprocess.Popen:
-        env = dict(os.environ, SCCACHE_NO_DAEMON="1", SCCACHE_LOG=os.environ.get("SCCACHE_LOG", "info"))
+        env = {"SCCACHE_LOG": "info", **os.environ, "SCCACHE_NO_DAEMON": "1"}   # its log: info unless set
         with open(self.root / f"{name}.log", "wb") as log:
             p = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                  start_new_session=True)
