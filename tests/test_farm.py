@@ -30,7 +30,7 @@ import pytest
 import buildkit as bk
 from codegen.build import farm, sccache
 from codegen.build import toolchain as tc
-from require import requires
+from require import require, requires
 
 needs_sccache = requires("nvcc", "sccache")
 
@@ -82,18 +82,41 @@ def reference(tmp_path_factory) -> dict[str, bytes]:
     return _so_bytes(pk)
 
 
+@pytest.fixture
+def store(request, tmp_path: Path):
+    """The store two machines share: sccache's local-dir backend (as a shared mount would be), or a
+    Redis server on 127.0.0.1 (`redis-server`, no persistence), stopped after."""
+    if request.param == "dir":
+        yield {"SCCACHE_DIR": str(tmp_path / "store")}
+        return
+    require("redis")
+    port = farm.free_port()
+    with open(tmp_path / "redis.log", "wb") as log:
+        rs = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                               "--appendonly", "no", "--dir", str(tmp_path)], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        end = time.monotonic() + 30
+        while not farm._listening(port):
+            assert rs.poll() is None and time.monotonic() < end, (tmp_path / "redis.log").read_text()
+            time.sleep(0.1)
+        yield {"SCCACHE_REDIS_ENDPOINT": f"redis://127.0.0.1:{port}"}
+    finally:
+        rs.terminate()
+        rs.wait(timeout=30)
+
+
 @needs_sccache
-def test_two_machines_share_one_sccache_store(tmp_path: Path, reference) -> None:
-    """sccache's store (its local-dir backend, as a shared mount would be) filled by one machine's
-    cold build: another machine's cold build (own build dir, object cache and sccache server) runs
-    no cicc, ptxas or host compile; both place the bytes of a build without a launcher."""
-    store = tmp_path / "store"
+@pytest.mark.parametrize("store", ["dir", "redis"], indirect=True)
+def test_two_machines_share_one_sccache_store(tmp_path: Path, reference, store) -> None:
+    """sccache's store filled by one machine's cold build: another machine's cold build (own build
+    dir, object cache and sccache server) runs no cicc, ptxas or host compile; both place the bytes
+    of a build without a launcher."""
     envs = []
     try:
         for name in ("a", "b"):
             env = _env(tmp_path / name)
-            env.update({"EXPS_LAUNCHER": "sccache", "SCCACHE_DIR": str(store), "SCCACHE_IDLE_TIMEOUT": "600",
-                        "SCCACHE_SERVER_PORT": str(farm.free_port())})
+            env.update({"EXPS_LAUNCHER": "sccache", "SCCACHE_IDLE_TIMEOUT": "600",
+                        "SCCACHE_SERVER_PORT": str(farm.free_port()), **store})
             envs.append(env)
             pk = bk.copy_key(tmp_path / name / "pk", AIRS)
             _build(pk, env)
