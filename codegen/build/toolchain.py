@@ -33,6 +33,7 @@ from pathlib import Path
 
 from codegen.build import knobs as _knobs
 from codegen.build import procs as _procs
+from codegen.build import sccache as _sccache
 from codegen.build.fsutil import atomic_write as _atomic_write
 
 log = logging.getLogger(__name__)
@@ -438,10 +439,16 @@ def _repro(argv: Sequence[str], real: Mapping[str, str]) -> str:
 #: would be interpreted (issue #17).
 SAFE_PATH = re.compile(r"[A-Za-z0-9_./-]+")
 _SAFE_COMPONENT = re.compile(r"[A-Za-z0-9_.-]{1,100}")
-WORKDIR_PREFIXES = ("exps-nvcc-", "exps-link-")
+WORKDIR_PREFIXES = ("exps-nvcc-", "exps-link-", _sccache.WORKDIR_PREFIX)
 _WORKDIR_RE = re.compile(r"exps-(?:nvcc|link)-(\d+)-[A-Za-z0-9_]+")
 _OLD_WORKDIR_RE = re.compile(r"exps-(?:nvcc|link)-[a-z0-9_]{8}")   # before the pid was in the name
 _OLD_WORKDIR_MAX_AGE_S = 24 * 3600.0
+#: a compile's work dir through sccache (its name has no pid) without its owner file yet is
+#: someone's only for a moment: one older than this was left by a kill
+_OWNERLESS_MAX_AGE_S = 600.0
+#: how long a compile through sccache waits for its named work dir while another compile of the
+#: same TU holds it
+_NAMED_WAIT_S = 600.0
 
 
 class UnsafePathError(ToolchainError):
@@ -487,21 +494,23 @@ def _link_or_copy(src: str | Path, dst: str | Path) -> None:
         shutil.copyfile(src, dst)
 
 
-def _mirror_file(target: Path, dst: str) -> None:
+def _mirror_file(target: Path, dst: str, copy: bool = False) -> None:
     """`dst` (a safe name in the work dir) shows the file `target` to nvcc. nvcc resolves
     symlinks and hands the REAL path to ``sh``, so a symlink only when that real path is safe;
-    else a hard link or a copy (a build dir named ``b$(...)`` is never seen by nvcc)."""
-    if _real_is_safe(target):
+    else a hard link or a copy (a build dir named ``b$(...)`` is never seen by nvcc). `copy`: a
+    hard link or a copy in any case (a compile through sccache: build/sccache.py)."""
+    if _real_is_safe(target) and not copy:
         os.symlink(target, dst)
     else:
         _link_or_copy(os.path.realpath(target), dst)
 
 
-def _mirror_dir(target: Path, dst: str, tu_name: str | None) -> None:
-    """`dst` shows the directory `target` to nvcc: a symlink when its real path is safe; else a
-    real directory with (for the TU's dir, `tu_name` given) the TU and the headers next to it —
-    every regular file but the other `.cu` TUs — or (an include dir) a copy of the tree."""
-    if _real_is_safe(target):
+def _mirror_dir(target: Path, dst: str, tu_name: str | None, copy: bool = False) -> None:
+    """`dst` shows the directory `target` to nvcc: a symlink when its real path is safe (and not
+    `copy`); else a real directory with (for the TU's dir, `tu_name` given) the TU and the
+    headers next to it — every regular file but the other `.cu` TUs — or (an include dir) a copy
+    of the tree (hard links where they can be)."""
+    if _real_is_safe(target) and not copy:
         os.symlink(target, dst, target_is_directory=True)
         return
     real = os.path.realpath(target)
@@ -547,7 +556,9 @@ def reap_stale_workdirs(root: str | Path | None = None) -> list[str]:
         if not stat.S_ISDIR(st.st_mode) or st.st_uid != uid:
             continue
         m = _WORKDIR_RE.fullmatch(e.name)
-        if m:
+        if e.name.startswith(_sccache.WORKDIR_PREFIX):
+            stale = _sccache_workdir_stale(e.path, now - st.st_mtime)
+        elif m:
             stale = int(m[1]) != os.getpid() and not _pid_alive(int(m[1]))
         else:
             stale = bool(_OLD_WORKDIR_RE.fullmatch(e.name)) and now - st.st_mtime > _OLD_WORKDIR_MAX_AGE_S
@@ -560,19 +571,65 @@ def reap_stale_workdirs(root: str | Path | None = None) -> list[str]:
     return removed
 
 
+def _sccache_workdir_stale(path: str, age_s: float) -> bool:
+    """A compile's work dir through sccache is stale when the process named in its owner file is
+    gone, or when it has had no owner file for :data:`_OWNERLESS_MAX_AGE_S`."""
+    try:
+        pid = int(Path(path, _sccache.OWNER_FILE).read_text())
+    except (OSError, ValueError):
+        return age_s > _OWNERLESS_MAX_AGE_S
+    return pid != os.getpid() and not _pid_alive(pid)
+
+
+def _named_workdir(name: str) -> str | None:
+    """``<safe temp root>/exps-sccache-<name>``, made ours (owner file: our pid). While another
+    compile of the same TU holds it (another build on this machine: sccache then answers ours
+    from its cache), wait, up to :data:`_NAMED_WAIT_S`; one a killed process left is removed. None
+    (the caller takes a random work dir) after that wait, or when the name is someone else's."""
+    path = os.path.join(safe_temp_root(), _sccache.WORKDIR_PREFIX + name)
+    end = time.monotonic() + _NAMED_WAIT_S
+    while True:
+        try:
+            os.mkdir(path, 0o700)
+            break
+        except FileExistsError:
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue                    # removed meanwhile: try again
+            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+                return None
+            if _sccache_workdir_stale(path, time.time() - st.st_mtime):
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            if time.monotonic() > end:
+                return None
+            time.sleep(0.05)
+        except OSError:
+            return None
+    try:
+        Path(path, _sccache.OWNER_FILE).write_text(str(os.getpid()))
+    except OSError:
+        shutil.rmtree(path, ignore_errors=True)
+        return None
+    return path
+
+
 _reaped = False
 
 
 @contextmanager
-def workdir(kind: str) -> Iterator[str]:
+def workdir(kind: str, name: str | None = None) -> Iterator[str]:
     """A private, safe-named work dir ``<safe temp root>/exps-<kind>-<pid>-XXXXXXXX``, removed on
     every exit path (exceptions, Ctrl-C, SystemExit); after a SIGKILL the next process's first
-    call (or :func:`reap_stale_workdirs`) removes it."""
+    call (or :func:`reap_stale_workdirs`) removes it. With `name` (a compile through sccache:
+    build/sccache.py) ``<safe temp root>/exps-sccache-<name>`` (:func:`_named_workdir`)."""
     global _reaped
     if not _reaped:
         _reaped = True
         reap_stale_workdirs()
-    work = tempfile.mkdtemp(prefix=f"exps-{kind}-{os.getpid()}-", dir=safe_temp_root())
+    work = (_named_workdir(name) if name else None) or \
+        tempfile.mkdtemp(prefix=f"exps-{kind}-{os.getpid()}-", dir=safe_temp_root())
     try:
         _check_safe(work, "work dir")
         yield work
@@ -642,13 +699,20 @@ def compile_object(tu_path: Path, out_obj: Path, opts: CompileOptions, *,
     launcher = launcher_from_env() if launcher is None else list(launcher)
     tu_name = _check_safe(tu_path.name, "translation unit name")
     out_name = safe_component(out_obj.name)
-    with workdir("nvcc") as work:
+    # through sccache: its server started from our environment; a work dir of a fixed name with
+    # the TU and headers copied in, so cicc's command line, which sccache keys, is the same on
+    # every machine (build/sccache.py)
+    sccache = _sccache.is_sccache(launcher)
+    if sccache:
+        _sccache.start_server(launcher, dict(os.environ, TMPDIR=safe_temp_root()))
+    named = _sccache.workdir_name(tu_name, tu_path.read_bytes(), opts.flags()) if sccache else None
+    with workdir("nvcc", named) as work:
         # the TU's dir and every include dir appear under safe names in the work dir
         links: dict[Path, str] = {tu_path.parent: "src"}
         for d in include_dirs:
             links.setdefault(Path(d).resolve(), f"inc{len(links)}")
         for target, name in links.items():
-            _mirror_dir(target, os.path.join(work, name), tu_name if name == "src" else None)
+            _mirror_dir(target, os.path.join(work, name), tu_name if name == "src" else None, sccache)
         real = {f"src/{tu_name}": str(tu_path), out_name: str(out_obj),
                 **{name: str(target) for target, name in links.items()}}
         if opts.prelude:
@@ -658,12 +722,20 @@ def compile_object(tu_path: Path, out_obj: Path, opts: CompileOptions, *,
             if not _SAFE_COMPONENT.fullmatch(name) or name in (out_name, "src", PRELUDE_DIR) \
                     or name.startswith(("inc", "-", ".")):
                 raise UnsafePathError(f"refusing the input name {name!r} (a plain file name of ours)")
-            _mirror_file(Path(target).resolve(), os.path.join(work, name))
+            _mirror_file(Path(target).resolve(), os.path.join(work, name), sccache)
             real[name] = str(target)
         argv = [*launcher, str(nvcc), "-c", *opts.flags(),
                 *(f"-I{links[Path(d).resolve()]}" for d in include_dirs),
                 f"src/{tu_name}", "-o", out_name]
-        text, secs = _run_nvcc("nvcc compile", argv, work, timeout_s, out_name, real, tu_path)
+        if sccache and opts.mode == "fatbin" and len(_sccache.virtual_archs(argv)) > 1:
+            # one compile per virtual arch, fatbinary here (build/sccache.py); without the launcher
+            # when nvcc's dry run does not say how
+            def run(what: str, av: list[str], out: str) -> tuple[str, float]:
+                return _run_nvcc(what, av, work, timeout_s, out, real, tu_path)
+            got = _sccache.split_fatbin(argv, len(launcher), work, run, dict(os.environ, TMPDIR=work))
+            text, secs = got or run("nvcc compile", argv[len(launcher):], out_name)
+        else:
+            text, secs = _run_nvcc("nvcc compile", argv, work, timeout_s, out_name, real, tu_path)
         out_obj.parent.mkdir(parents=True, exist_ok=True)
         _atomic_write(out_obj, Path(work, out_name).read_bytes())
     log.debug("compiled %s in %.2fs", tu_path, secs)
@@ -682,12 +754,15 @@ def link_shared(objs: Sequence[Path], out_so: Path, opts: CompileOptions, *,
     is unused (the link makes no device code); kept for the callers' symmetry.
 
     On failure nothing is left at ``out_so`` (a stale library there is removed too, so a failed
-    rebuild can never be mistaken for a current one).
+    rebuild can never be mistaken for a current one). sccache as the launcher links without it:
+    it neither caches nor distributes a link, it would only run it.
     """
     _check_guard(f"linking {out_so}")
     nvcc = nvcc or find_nvcc()
     out_so = Path(out_so)
     launcher = launcher_from_env() if launcher is None else list(launcher)
+    if _sccache.is_sccache(launcher):
+        launcher = []
     out_name = safe_component(out_so.name)
     try:
         with workdir("link") as work:
