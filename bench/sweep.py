@@ -30,7 +30,8 @@ import numpy as np  # noqa: E402
 
 from codegen.build import toolchain as tc  # noqa: E402
 from codegen.build.autotune import candidates, cost, tune  # noqa: E402
-from codegen.build.actions import stage_sources, chunk_stats, compile_kernel, compile_options, compile_tus  # noqa: E402
+from codegen.build.kernelcc import stage_sources, compile_kernel, compile_options, compile_tus  # noqa: E402
+from codegen.build.probes import chunk_stats  # noqa: E402
 from codegen.build.cache import ObjectCache  # noqa: E402
 from codegen.discover import discover, kernels  # noqa: E402
 from codegen.emit import KernelSource, render, render_parts, tu_kernels  # noqa: E402

@@ -29,6 +29,7 @@ from codegen.build import knobs
 from codegen.build import procs
 from codegen.build import statedb
 from codegen.build import actions
+from codegen.build import kernelcc
 from codegen.build import toolchain
 from codegen.discover import Placement, kernels, scan, shown
 from codegen.emit import COMMON_FILES, NotRegularError, open_so, read_so_identity, source_hash
@@ -285,7 +286,7 @@ def exps_tasks(s: Settings, emit_only: bool = False):
                "actions": [(_cc_action, [s, key, str(manifest), str(kd / "obj"), str(objs), so_paths, airs])],
                "file_dep": [str(manifest), *(str(TEMPLATES / n) for n in COMMON_FILES)], "targets": [str(objs)],
                "uptodate": [lazy_config_changed(lambda: {"archs": s.archs(), "nvcc": s.nvcc_text(),
-                                                         "flags": " ".join(actions.HIDDEN)})],
+                                                         "flags": " ".join(kernelcc.HIDDEN)})],
                "clean": [(_rm_tree, [str(kd / "obj")]), (_rm_file, [str(objs)])]}
         for p in ps:
             stamp = stamp_path(s, p)

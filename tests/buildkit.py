@@ -352,7 +352,7 @@ def reference(tmp_path_factory) -> Ref:
 def cache_key_of(tu: Path) -> str:
     """The object cache key of a source of a build made with ARGS (arch 90): a device TU's fatbin,
     or a launch table's object (its key holds the fatbins it embeds, from the kernel's obj dir)."""
-    from codegen.build.actions import compile_options, host_options
+    from codegen.build.kernelcc import compile_options, host_options
     from codegen.build.cache import ObjectCache
     from codegen.emit import device_tus
     cache = ObjectCache(root="/nonexistent")

@@ -319,10 +319,10 @@ def test_probes_of_chunks_are_of_the_shape_not_of_the_constants(tmp_path, monkey
     choice is the same; a cold tune of the edited key (an empty cache) chooses the same too, so a
     build that reuses the probes places what a cold build places. The search is forced through
     chunked plans (a first probe of 48 ops per chunk, the exact search)."""
-    from codegen.build import actions
+    from codegen.build import probes
     monkeypatch.setattr(at, "first_probe", lambda ir, plans, m=None: (48, False))
-    monkeypatch.setattr(actions, "first_probe", lambda ir, plans, m=None: (48, False))
-    monkeypatch.setattr(actions, "tune", functools.partial(at.tune, margin=0.0))
+    monkeypatch.setattr(probes, "first_probe", lambda ir, plans, m=None: (48, False))
+    monkeypatch.setattr(probes, "tune", functools.partial(at.tune, margin=0.0))
     src = SAMPLE / "Rec/airs/Shared/recursive1/Shared"
     launcher, log, ir_json, tune_json, man, content, settings = _tuned_as_cc(tmp_path, monkeypatch, "sh", src)
     t = json.loads(tune_json.read_text())
@@ -387,7 +387,7 @@ def test_representative_chunks_and_filled_registers() -> None:
     """A plan of many chunks is probed through PROBE_SAMPLE evenly spaced chunks (the first and the
     last among them) and the one of the highest estimated registers; the others get the probed
     chunks' registers handed out by estimate rank, exactly the measured values, lowest to highest."""
-    from codegen.build.actions import PROBE_SAMPLE, fill_unprobed, representatives
+    from codegen.build.probes import PROBE_SAMPLE, fill_unprobed, representatives
     from codegen.build.autotune import estimated_regs
     from codegen.ir import KernelIR, Leaf, Op, Val
     ops = [Op("mul", "11", Leaf("cm", 1, stage=1, col=0), Leaf("cm", 1, stage=1, col=1), 1)]
@@ -418,9 +418,9 @@ def test_representative_chunks_and_filled_registers() -> None:
 
 def _sampler(reps=None, fill=None):
     """A replay's `sample(q, plan, regs)` (bench/replay_tune.py): the registers a build's probe of
-    the plan shows, those of the chunks `reps(q, plan)` names (default actions.representatives) and
-    `fill`'s for the rest (default actions.fill_unprobed)."""
-    from codegen.build.actions import fill_unprobed, representatives
+    the plan shows, those of the chunks `reps(q, plan)` names (default probes.representatives) and
+    `fill`'s for the rest (default probes.fill_unprobed)."""
+    from codegen.build.probes import fill_unprobed, representatives
     reps, fill = reps or representatives, fill or fill_unprobed
 
     def sample(q, pl, regs):
@@ -441,7 +441,7 @@ def _replay_with_sampling(sweep: dict, irs: dict, reps, fill, m: at.CostModel = 
 
 
 def _evenly_spaced_and_top(k: int):
-    """actions.representatives with k evenly spaced chunks instead of PROBE_SAMPLE."""
+    """probes.representatives with k evenly spaced chunks instead of PROBE_SAMPLE."""
     def reps(q, pl):
         n = pl.n_chunks
         if n <= k + 2:
@@ -463,7 +463,7 @@ def test_sampled_registers_choose_as_every_chunks_registers_would(sweep_file: st
     and ConnectionNew at 128 instead of 96 (session 7; there also Large at 64 instead of 96 before
     PRUNE_MARGIN); with 5, on session 3's."""
     from bench.replay_tune import q_irs, replay
-    from codegen.build.actions import PROBE_SAMPLE, representatives
+    from codegen.build.probes import PROBE_SAMPLE, representatives
     assert PROBE_SAMPLE == 6
     sweep = json.loads((ROOT / "tests" / "data" / sweep_file).read_text())
     irs = q_irs([ROOT / "provingkey-sample", *sorted(PK.glob("*/provingKey"))])
@@ -547,7 +547,7 @@ def test_sampled_registers_choose_well_on_the_session_14_sweep() -> None:
     took 64-op chunks for Large, 1.17x slower than the fastest."""
     import statistics
     from bench.replay_tune import q_irs
-    from codegen.build.actions import fill_unprobed, representatives
+    from codegen.build.probes import fill_unprobed, representatives
     sweep = json.loads((ROOT / "tests" / "data" / "sweep-2048-h200.json").read_text())
     irs = q_irs([ROOT / "provingkey-sample", *sorted(PK.glob("*/provingKey"))])
     got = _replay_with_sampling(sweep, irs, representatives, fill_unprobed)
@@ -584,7 +584,7 @@ def test_large_plans_probe_device_code_of_representatives_only(tmp_path) -> None
     Large then takes 128 ops per chunk (605 G on the H200, 1.08x its 96), without the twins
     (`chunk_bounds` off) 96."""
     import os
-    from codegen.build.actions import PROBE_SAMPLE
+    from codegen.build.probes import PROBE_SAMPLE
     rel = ROOT / "provingkey-sample/synth/Basic/airs/Large/air/Large"
     launcher, log = _counting_launcher(tmp_path)
     os.environ["EXPS_CACHE_DIR"] = str(tmp_path / "cache")
@@ -625,7 +625,7 @@ def _report(**stores_loads: tuple[int, int]) -> dict:
 def test_chunk_stats_counts_spills_above_the_slack_only():
     """A Q kernel that stores at most SPILL_SLACK_BYTES (8) counts as not spilling; one that stores
     more counts with all its stores and loads; the kernels of other names never count."""
-    from codegen.build.actions import chunk_stats
+    from codegen.build.probes import chunk_stats
     assert at.SPILL_SLACK_BYTES == 8
     pl = plan(q_of(TINY), 16)
     assert pl.n_chunks >= 3
@@ -644,13 +644,13 @@ def test_a_spill_within_the_slack_is_no_spill(tmp_path, monkeypatch):
     bounded to 3 blocks per SM ptxas fits 80 storing 8 B (0.18.1's example, the sample's Medium at 96
     ops per chunk, spills nothing since). Within the slack the bound is taken; with no slack the
     same bounded probe spills and the kernel stays unbounded."""
-    from codegen.build import actions
+    from codegen.build import probes
     monkeypatch.setenv("EXPS_CACHE_DIR", str(tmp_path / "cache"))
     ir_json = tmp_path / "ir.json"
     act_ir("m", f"{RCMIX}.starkinfo.json", f"{RCMIX}.expressionsinfo.json", str(ir_json), [])
 
     def tuned(slack: int, name: str) -> dict:
-        monkeypatch.setattr(actions, "SPILL_SLACK_BYTES", slack)
+        monkeypatch.setattr(probes, "SPILL_SLACK_BYTES", slack)
         out = tmp_path / name
         assert act_tune("m", str(ir_json), str(out), str(tmp_path / f"probe-{name}"), [90], None)
         return json.loads(out.read_text())
@@ -716,7 +716,7 @@ def test_a_bound_that_spills_is_not_taken_and_chunked_plans_are_never_bounded():
 
 
 def test_slack_stores_counts_the_spills_chunk_stats_forgives():
-    from codegen.build.actions import slack_stores
+    from codegen.build.probes import slack_stores
     pl = plan(q_of(TINY), 16)
     assert slack_stores(pl, [_report(c0=(4, 4), c1=(8, 16))]) == 12
     assert slack_stores(pl, [_report(c0=(0, 0), c1=(12, 20))]) == 0

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from codegen.build import actions, bounds, toolchain
+from codegen.build import kernelcc
 from codegen.build.cache import ObjectCache
 from codegen.coverage import cover
 from codegen.discover import discover
@@ -145,8 +146,8 @@ def test_cc_takes_exactly_the_twins_that_spill_nothing(tmp_path) -> None:
     assert n == 6 and [[c for c, _, _ in w["chunks"]] for w in twins] == [[0, 1, 2, 3, 4], [5]]
     assert [w["lib"] for w in twins] == [4, 5]      # after the 4 device TUs: q0, q1, x0, xinv
     src = tmp_path / "src"
-    actions.stage_sources(files, src)
-    got = actions.compile_kernel(src, list(files), tu_kernels(ks), tmp_path / "obj", [90],
+    kernelcc.stage_sources(files, src)
+    got = kernelcc.compile_kernel(src, list(files), tu_kernels(ks), tmp_path / "obj", [90],
                                  ObjectCache(tmp_path / "cache"), [], twins=twins)
     want_cand, want, lib_of = {}, {}, {}
     for i, w in enumerate(twins):
@@ -170,7 +171,7 @@ def test_cc_takes_exactly_the_twins_that_spill_nothing(tmp_path) -> None:
     w = twins[0]
     cand0 = {c: b for c, b in want_cand.items() if lib_of[c] == 0}
     require("cuobjdump")
-    by_src = actions.compile_tus([src / w["tu"]], tmp_path / "srcobj", actions.compile_options([90]),
+    by_src = kernelcc.compile_tus([src / w["tu"]], tmp_path / "srcobj", kernelcc.compile_options([90]),
                                  ObjectCache(tmp_path / "cache2"), [],
                                  extra_flags={w["tu"]: bounds.twin_flags(cand0)}, suffix="_twin")
     assert by_src[w["tu"]][1] == got["twin_reports"][w["tu"]]
@@ -194,7 +195,7 @@ def test_cc_takes_exactly_the_twins_that_spill_nothing(tmp_path) -> None:
     assert [f"f{lib}.fatbin" in pre for lib in (4, 5)] == [lib in taken for lib in (4, 5)]
     # and the .so holds the twins' kernels under the names the table looks up
     so = toolchain.link_shared([Path(o) for o in got["objects"]], tmp_path / "k.exps.so",
-                               actions.compile_options([90]), launcher=[])
+                               kernelcc.compile_options([90]), launcher=[])
     out = subprocess.run([cuobjdump_path(), "-sass", str(so)], capture_output=True, text=True, check=True).stdout
     names = re.findall(r"Function : (\S+)", out)
     assert sorted(m for m in names if m.endswith("_kbPK11StepsParamsPmS2_mmmmmmm9exps_offs")) == \
@@ -212,8 +213,8 @@ def test_a_bounded_single_kernels_twin(tmp_path) -> None:
     files = render(ks)
     [w] = twins = tu_twins(ks)
     src = tmp_path / "src"
-    actions.stage_sources(files, src)
-    got = actions.compile_kernel(src, list(files), tu_kernels(ks), tmp_path / "obj", [90],
+    kernelcc.stage_sources(files, src)
+    got = kernelcc.compile_kernel(src, list(files), tu_kernels(ks), tmp_path / "obj", [90],
                                  ObjectCache(tmp_path / "cache"), [], twins=twins)
     assert got["bounded"] == {0: 3}
     entries = {n: st["sm_90"] for n, st in got["twin_reports"][w["tu"]].items() if st["sm_90"]["entry"]}
@@ -260,7 +261,7 @@ def test_chunk_bounds_off_emits_no_twins_and_reruns_emit(tmp_path) -> None:
 def test_a_broken_manifest_twin_is_refused_before_any_compile(tmp_path, bad) -> None:
     """What cc reads from the manifest's `twins` becomes a path and -D flags: anything but a device
     TU of the kernel with whole chunk numbers is an error naming the manifest, nothing compiled."""
-    with pytest.raises(actions.KernelNameError, match=r"manifest.json: 'twins' entry .* rerun the build"):
-        actions.compile_twins(tmp_path / "src", [bad], {"k_q0.cu": {}}, tmp_path / "obj",
+    with pytest.raises(kernelcc.KernelNameError, match=r"manifest.json: 'twins' entry .* rerun the build"):
+        kernelcc.compile_twins(tmp_path / "src", [bad], {"k_q0.cu": {}}, tmp_path / "obj",
                               toolchain.CompileOptions((90,), mode="fatbin"), ObjectCache(tmp_path / "cache"), [])
     assert not (tmp_path / "obj").exists()

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from codegen import EMITTER_VERSION
-from codegen.build import actions, toolchain
+from codegen.build import kernelcc, toolchain
 from codegen.build.cache import ObjectCache
 from codegen.check import hostcheck
 from codegen.coverage import cover
@@ -48,9 +48,9 @@ def built(tmp_path_factory):
     files = render(ks, tu_ops=TU_OPS)
     kernels = tu_kernels(ks, tu_ops=TU_OPS)
     assert device_tus(files) == [f"{p.key}_q0.cu", f"{p.key}_x0.cu", f"{p.key}_x1.cu", "exps_xinv.cu"]
-    actions.stage_sources(files, d / "src")
-    got = actions.compile_kernel(d / "src", list(files), kernels, d / "obj", [90], ObjectCache(d / "cache"), [])
-    so = toolchain.link_shared([Path(o) for o in got["objects"]], d / "k.exps.so", actions.compile_options([90]),
+    kernelcc.stage_sources(files, d / "src")
+    got = kernelcc.compile_kernel(d / "src", list(files), kernels, d / "obj", [90], ObjectCache(d / "cache"), [])
+    so = toolchain.link_shared([Path(o) for o in got["objects"]], d / "k.exps.so", kernelcc.compile_options([90]),
                                launcher=[])
     return so, ks, kernels
 
@@ -93,11 +93,11 @@ def test_name_check_catches_a_kernel_missing_from_its_fatbin(built, tmp_path) ->
     _, ks, kernels = built
     report = {n: {"sm_90": {"entry": True}} for names in kernels.values() for n in names}
     tu = next(iter(kernels))
-    actions.check_kernel_names(kernels, {t: report for t in kernels})
+    kernelcc.check_kernel_names(kernels, {t: report for t in kernels})
     bad = {tu: kernels[tu] + ["_Z3fooPK11StepsParamsPmS2_mmmmmmm"]}
-    with pytest.raises(actions.KernelNameError, match="_Z3foo"):
-        actions.check_kernel_names(bad, {tu: report})
-    actions.check_kernel_names(bad, {tu: {}})             # no report (a launcher ate stderr): not checked
+    with pytest.raises(kernelcc.KernelNameError, match="_Z3foo"):
+        kernelcc.check_kernel_names(bad, {tu: report})
+    kernelcc.check_kernel_names(bad, {tu: {}})             # no report (a launcher ate stderr): not checked
 
 
 PROBE = r"""

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from codegen.build import actions, prelude, toolchain
+from codegen.build import kernelcc, prelude, toolchain
 from codegen.build.cache import ObjectCache
 from codegen.coverage import cover
 from codegen.discover import discover
@@ -34,17 +34,17 @@ def fresh_decisions(monkeypatch):
 
 def test_used_with_this_nvcc_for_device_compiles_only(tmp_path) -> None:
     cache = ObjectCache(tmp_path / "cache")
-    dev = actions.compile_options([90], cache)
+    dev = kernelcc.compile_options([90], cache)
     assert dev.prelude == PRELUDE_TEXT
     assert dev.flags()[-3:] == ["-Iexps_prelude", "-Xcompiler", "-fvisibility=hidden"]
-    cub = prelude.options(toolchain.CompileOptions((90,), extra_flags=actions.HIDDEN, mode="cubin"), cache)
+    cub = prelude.options(toolchain.CompileOptions((90,), extra_flags=kernelcc.HIDDEN, mode="cubin"), cache)
     assert cub.prelude == PRELUDE_TEXT
     # the probe's two compiles went through the cache: the next process decides from two hits
     assert (cache.misses, cache.hits) == (4, 0)
     prelude._decided.clear()
-    assert actions.compile_options([90], cache).prelude == PRELUDE_TEXT
+    assert kernelcc.compile_options([90], cache).prelude == PRELUDE_TEXT
     assert (cache.misses, cache.hits) == (4, 2)
-    host = actions.host_options([90])
+    host = kernelcc.host_options([90])
     assert prelude.options(host, cache) is host
     with pytest.raises(toolchain.ToolchainError, match="device-only"):
         toolchain.CompileOptions((90,), mode="object", prelude=PRELUDE_TEXT)
@@ -63,8 +63,8 @@ def test_every_device_tu_of_a_real_kernel_compiles_to_the_same_bytes(tmp_path) -
     text = "".join(files[n] for n in tus)
     assert len(tus) >= 4 and "_ki(" in text and "exps_x_inv_k(" in text and "EXPS_ROW(-1)" in text
     src = tmp_path / "src"
-    actions.stage_sources(files, src)
-    plain = toolchain.CompileOptions((90,), extra_flags=actions.HIDDEN, mode="fatbin")
+    kernelcc.stage_sources(files, src)
+    plain = toolchain.CompileOptions((90,), extra_flags=kernelcc.HIDDEN, mode="fatbin")
     with_prelude = dataclasses.replace(plain, prelude=PRELUDE_TEXT)
     for n in tus:
         a = toolchain.compile_object(src / n, tmp_path / "a" / (n + ".o"), plain, include_dirs=[src], launcher=[])
@@ -83,7 +83,7 @@ def test_every_device_tu_of_a_real_kernel_compiles_to_the_same_bytes(tmp_path) -
 def test_a_prelude_that_fails_or_changes_the_output_is_not_used(tmp_path, monkeypatch, caplog, broken, why) -> None:
     monkeypatch.setattr(prelude, "text", lambda: broken)
     with caplog.at_level(logging.INFO, logger="exps_codegen"):
-        opts = actions.compile_options([90], ObjectCache(tmp_path / "cache"))
+        opts = kernelcc.compile_options([90], ObjectCache(tmp_path / "cache"))
     assert opts.prelude == "" and "-Iexps_prelude" not in opts.flags()
     assert why in caplog.text and "compiling with the full header" in caplog.text
 
@@ -91,7 +91,7 @@ def test_a_prelude_that_fails_or_changes_the_output_is_not_used(tmp_path, monkey
 def test_knob_off_compiles_nothing(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("EXPS_DEVICE_PRELUDE", "0")
     cache = ObjectCache(tmp_path / "cache")
-    assert actions.compile_options([90], cache).prelude == ""
+    assert kernelcc.compile_options([90], cache).prelude == ""
     assert (cache.misses, cache.hits) == (0, 0)
 
 

@@ -397,12 +397,12 @@ def test_kernel_tus_compile_device_code_only():
     """A kernel's device TUs compile to fatbins (issue #15): every target's SASS and the PTX, and no
     host pass (no cudafe++, no host compile of stubs); the launch table and the launcher are plain
     host C++ with no gencode at all."""
-    from codegen.build import actions
-    dev = actions.compile_options([80, 90])
+    from codegen.build import kernelcc
+    dev = kernelcc.compile_options([80, 90])
     assert dev.mode == "fatbin" and dev.device_only
     assert dev.flags()[:1 + len(tc.BASE_FLAGS)] == ["-fatbin", *tc.BASE_FLAGS]
     assert " ".join(tc.gencode_flags((80, 90))) in " ".join(dev.flags())
-    host = actions.host_options([80, 90])
+    host = kernelcc.host_options([80, 90])
     assert host.mode == "host" and not host.device_only
     assert not any("gencode" in f or "arch" in f for f in host.flags())
 
