@@ -20,7 +20,8 @@ from hypothesis import given, settings, strategies as st
 
 from bench.fieldops import EDGE, random_words
 from codegen import emit
-from codegen.check import compound_ptx, gl64, hostcheck, ptxsim
+from bench import compound_ptx
+from codegen.check import gl64, hostcheck, ptxsim
 from codegen.check.gl64 import P
 from codegen.check.hostcheck import check_kernel
 from codegen.coverage import cover
@@ -80,7 +81,7 @@ def test_gl_acc_red_ptx_reduces_every_bound_the_emitter_allows() -> None:
 
 
 def test_the_compound_forms_are_the_generated_block() -> None:
-    """The one-statement device forms in the header are exactly what codegen/check/compound_ptx.py
+    """The one-statement device forms in the header are exactly what bench/compound_ptx.py
     writes (nobody edits that PTX by hand)."""
     assert compound_ptx.in_header() == compound_ptx.render()
 

@@ -61,7 +61,7 @@ def test_the_subpackages() -> None:
         "codegen.plan", "codegen.remat", "codegen.program", "codegen.coverage", "codegen.emit",
         "codegen.resources"}
     assert {m.split(".")[-1] for m in MODULES if layer(m) == "check"} == {
-        "gl64", "reference", "binfile", "hostcheck", "gpucheck", "ptxsim", "compound_ptx"}
+        "gl64", "reference", "binfile", "hostcheck", "gpucheck", "ptxsim"}
     assert {m.split(".")[-1] for m in MODULES if layer(m) == "sample"} == {"synth"}
 
 

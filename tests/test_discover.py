@@ -113,7 +113,9 @@ def test_pk_syms_unique() -> None:
 ])
 def test_phase_of(leaf: str, phase: str) -> None:
     assert phase_of(Path("/x/y") / leaf) == phase
-    assert synth.phase_of(leaf) == phase
+    # the synthetic keys name their kernels by the same rule (one function)
+    assert synth.sym_of(f"x/{leaf}", {"airgroupId": 1, "airId": 2, "starkStruct": {"nBits": 3}, "cExpId": 4}) == \
+        f"{phase}_a1_2_b3_e4"
 
 
 def test_sym_uses_phase_dir(key: Path) -> None:

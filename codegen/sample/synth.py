@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from codegen import operands
+from codegen.discover import phase_of
 
 P = 0xFFFF_FFFF_0000_0001
 P_MINUS_1 = str(P - 1)          # "18446744069414584320"
@@ -1061,19 +1062,9 @@ def write_key(root: Path, airs: list[tuple[str, str, dict, dict]]) -> list[Path]
     return out
 
 
-def phase_of(leaf: str) -> str:
-    if leaf == "air":
-        return "basic"
-    if leaf in ("recursive1", "recursive2"):
-        return "recursive"
-    if leaf.startswith("vadcop_final"):
-        return "final"
-    return leaf
-
-
 def sym_of(rel_dir: str, si: dict) -> str:
     """Kernel sym `<phase>_a<airgroupId>_<airId>_b<nBits>_e<cExpId>` (spec §6)."""
-    return (f"{phase_of(Path(rel_dir).name)}_a{si['airgroupId']}_{si['airId']}"
+    return (f"{phase_of(Path(rel_dir))}_a{si['airgroupId']}_{si['airId']}"
             f"_b{si['starkStruct']['nBits']}_e{si['cExpId']}")
 
 
