@@ -243,6 +243,9 @@ def rebuild(s) -> dict:
     for r in rows:
         r["seconds"] = by_air.get(r["air"], 0.0)
     rep = collect(s, rows, secs, old.get("wall_s"), old.get("cpu_s"))
-    for k in ("kernels_generated", "compiled", "linked"):     # what the last run did
-        rep["totals"][k] = int((old.get("totals") or {}).get(k, 0) or 0)
+    last = old.get("totals") or {}          # what the last run did; without its report, the build dir
+    t = rep["totals"]
+    t["kernels_generated"] = int(last.get("kernels_generated", sum(1 for k in rep["kernels"] if k["tus"] and not k["skip"])))
+    t["compiled"] = int(last.get("compiled", sum(1 for k in rep["kernels"] if k["compiled"])))
+    t["linked"] = int(last.get("linked", t["placed"]))
     return rep
