@@ -1,17 +1,21 @@
-"""`exps-codegen`: the command line, on the same doit task graph as `dodo.py`.
+"""exps-codegen: build the CUDA kernels of a PIL2 provingKey's expressions, one <base>.exps.so per AIR.
 
     exps-codegen build PK        build and place every <base>.exps.so of the provingKey
     exps-codegen emit PK         sources only (--keep-dir D), the provingKey untouched
-    exps-codegen status PK       per AIR: current / stale / missing / skipped
+    exps-codegen status PK       per AIR: current / stale / missing / skipped / bad input / refused
     exps-codegen verify PK       host check: generated kernels (g++) vs the numpy oracle
+    exps-codegen report PK       write <build>/report.json and report.html from the build dir
     exps-codegen clean PK        remove what the build made (the .so files and the build dir)
     exps-codegen sample DIR      write the embedded sample provingKey (6 AIRs) into a new or empty DIR
+    exps-codegen gen-exps ...    the original tool's flags (`exps-codegen gen-exps --help`)
 
 The original tool's flags still work, with pil2-proofman's spellings: `exps-codegen [gen-exps]
 --proving-key PK [--arch A] [--cap N] [--chunk N] [--keep-dir D] [--emit-only] [--stark-src DIR]`
 and `exps-codegen gen-exps -p PK [--exps-arch A] [--exps-cap N] [--exps-chunk N]
 [--exps-stark-src DIR]` (`--stark-src` is ignored: nothing outside this package is needed;
 `--keep-dir D` also keeps the original's flat gen_*.cu / gen_common.cuh / gen.log).
+`exps-codegen COMMAND --help` lists the flags of a command. The build runs on the same doit task
+graph as `doit -f <checkout>/dodo.py`.
 """
 from __future__ import annotations
 
@@ -30,28 +34,71 @@ from codegen.build.preflight import UserError
 log = logging.getLogger("exps_codegen")
 
 
-def _common(p: argparse.ArgumentParser, pipeline: bool = False) -> None:
-    """The build flags; with `pipeline`, also proofman-setup's `--exps-*` spellings."""
+def setup_logging(verbose: bool = False) -> None:
+    """The same log lines as `doit` with our dodo.py (front.setup_logging)."""
+    from codegen.build.front import setup_logging as setup
+    setup(verbose)
+
+#: the flags of each command (a flag no command of it reads is not offered: `--help` tells the truth)
+BUILD = ("arch", "cap", "chunk", "chunk_bounds", "launcher", "build_dir", "compile_timeout", "jobs",
+         "allow_bad_input", "verbose")
+FLAGS = {
+    "build": BUILD,
+    "emit": ("arch", "cap", "chunk", "chunk_bounds", "launcher", "build_dir", "jobs", "allow_bad_input",
+             "verbose"),
+    "status": ("build_dir",),
+    "verify": ("arch", "cap", "chunk", "build_dir", "compile_timeout", "jobs", "verbose"),
+    "report": ("build_dir",),
+    "clean": ("build_dir",),
+    "gpucheck": ("cap", "chunk", "build_dir"),
+}
+#: what a command reads when it does not offer the flag
+DEFAULTS = {"arch": "auto", "cap": None, "chunk": None, "chunk_bounds": True, "launcher": None,
+            "build_dir": None, "compile_timeout": None, "jobs": 1, "allow_bad_input": False, "verbose": False}
+
+
+def _flags(p: argparse.ArgumentParser, which: tuple[str, ...], pipeline: bool = False) -> None:
+    """The flags `which`; with `pipeline`, also proofman-setup's `--exps-*` spellings."""
     def names(flag: str) -> list[str]:
         return [flag, "--exps-" + flag[2:]] if pipeline else [flag]
-    p.add_argument(*names("--arch"), dest="arch", default="auto",
-                   help="GPU archs: auto (this machine's GPU; with none, sm_90), major, or a list like 89,120 / sm_90")
-    p.add_argument(*names("--cap"), dest="cap", type=int, default=None,
-                   help="skip AIRs whose Q has more ops (default: no limit: chunking builds any Q)")
-    p.add_argument(*names("--chunk"), dest="chunk", type=int, default=None,
-                   help="fixed ops per Q chunk (0 = one kernel); turns autotune off")
-    p.add_argument("--no-chunk-bounds", dest="chunk_bounds", action="store_false",
-                   help="no second compile of a chunked Q's kernels with launch bounds (a faster build "
-                        "of the large AIRs, their Q 3-5%% slower)")
-    p.add_argument("--launcher", default=_knobs.read().launcher_text,
-                   help="compiler launcher in front of nvcc, e.g. ccache (env EXPS_LAUNCHER)")
-    p.add_argument("--build-dir", default=None,
-                   help="build dir (default: $EXPS_BUILD_ROOT or ~/.cache/exps-codegen/builds, then "
-                        "<key name>-<digest of its path>: the one `doit pk=PK` uses too)")
-    p.add_argument("--compile-timeout", type=float, default=None, metavar="S",
-                   help="kill an nvcc compile or link after S seconds (that AIR fails; default: none)")
-    p.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, help="parallel tasks")
-    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    if "arch" in which:
+        p.add_argument(*names("--arch"), dest="arch", default="auto",
+                       help="GPU archs: auto (this machine's GPU; with none, sm_90), major, or a list like "
+                            "89,120 / sm_90")
+    if "cap" in which:
+        p.add_argument(*names("--cap"), dest="cap", type=int, default=None,
+                       help="skip AIRs whose Q has more ops (as the JSON gives them; default: no limit: "
+                            "chunking builds any Q)")
+    if "chunk" in which:
+        p.add_argument(*names("--chunk"), dest="chunk", type=int, default=None,
+                       help="fixed ops per Q chunk (0 = one kernel); turns autotune off")
+    if "chunk_bounds" in which:
+        p.add_argument("--no-chunk-bounds", dest="chunk_bounds", action="store_false",
+                       help="no second compile of a chunked Q's kernels with launch bounds (a faster build "
+                            "of the large AIRs, their Q 3-5%% slower)")
+    if "launcher" in which:
+        p.add_argument("--launcher", default=_knobs.read().launcher_text,
+                       help="compiler launcher in front of nvcc, e.g. ccache (env EXPS_LAUNCHER)")
+    if "build_dir" in which:
+        p.add_argument("--build-dir", default=None,
+                       help="build dir (default: $EXPS_BUILD_ROOT or ~/.cache/exps-codegen/builds, then "
+                            "<key name>-<digest of its path>: the one `doit pk=PK` uses too)")
+    if "compile_timeout" in which:
+        p.add_argument("--compile-timeout", type=float, default=None, metavar="S",
+                       help="kill an nvcc compile or link after S seconds (that AIR fails; default: none)")
+    if "jobs" in which:
+        p.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, help="parallel tasks")
+    if "allow_bad_input" in which:
+        p.add_argument("--allow-bad-input", action="store_true",
+                       help="an AIR whose JSON cannot be used gets no .so either way; by default the build "
+                            "then exits 1 (after building the others), with this flag 0")
+    if "verbose" in which:
+        p.add_argument("-v", "--verbose", action="store_true", help="debug logging (the autotune's probes too)")
+
+
+STATUS_EPILOG = """exit status: 0 when every AIR is current or skipped by design (its Q needs what the
+GPU prover does not compute, or it is above --cap); 1 when any is stale, missing, bad input or
+refused (a build makes or removes what is needed); 2 on a mistake (no such key)."""
 
 
 def parser() -> argparse.ArgumentParser:
@@ -61,17 +108,18 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--version", action="version", version=f"exps-codegen {__version__} (emitter {EMITTER_VERSION})")
     sub = ap.add_subparsers(dest="cmd", metavar="COMMAND")
     for name, help_ in (("build", "build and place every <base>.exps.so"),
-                        ("emit", "write the CUDA sources only (into --keep-dir)"),
-                        ("status", "per AIR: current / stale / missing / skipped"),
+                        ("emit", "write the CUDA sources only (the provingKey untouched; --keep-dir D: a copy in D)"),
+                        ("status", "per AIR: current / stale / missing / skipped / bad input / refused"),
                         ("verify", "host check of every covered expression against the oracle"),
                         ("clean", "remove what the build made"),
                         ("report", "write <build>/report.json and report.html from the build dir"),
                         ("gpucheck", "check the placed .so files on this machine's GPU (needs CuPy)")):
-        sp = sub.add_parser(name, help=help_, description=help_)
+        sp = sub.add_parser(name, help=help_, description=help_, epilog=STATUS_EPILOG if name == "status" else None)
         sp.add_argument("pk", help="provingKey directory")
-        _common(sp)
+        _flags(sp, FLAGS[name])
         if name == "emit":
-            sp.add_argument("--keep-dir", default=None, help="where the sources go (default: the build dir)")
+            sp.add_argument("--keep-dir", default=None,
+                            help="also copy the sources into D (D/<kernel>/src/); the build dir stays the default")
         if name == "verify":
             sp.add_argument("--seed", type=int, default=1, help="random input seed")
             sp.add_argument("--rows", type=int, default=1 << 13, help="max rows per check")
@@ -83,6 +131,8 @@ def parser() -> argparse.ArgumentParser:
                         description="write the embedded sample provingKey (its JSON inputs: 6 AIRs) into DIR, "
                                     "a new or empty folder; then `exps-codegen build DIR`")
     sp.add_argument("dir", metavar="DIR", help="where the sample key goes (created if missing)")
+    sub.add_parser("gen-exps", help="the original tool's flags, pil2-proofman's spellings "
+                                    "(exps-codegen gen-exps --help)", add_help=False)
     return ap
 
 
@@ -94,12 +144,12 @@ def legacy_parser() -> argparse.ArgumentParser:
                                  "(pil2-proofman's `gen-exps` spellings)")
     ap.add_argument("--proving-key", "-p", dest="proving_key", required=True, help="provingKey directory")
     ap.add_argument("--keep-dir", default=None,
-                    help="keep the sources: the build dir, plus the original's flat copies "
-                         "(gen_<kernel>_*.cu, gen_common.cuh, gen.log)")
+                    help="after the build, copy the sources into D: D/<kernel>/src/ and the original's flat "
+                         "copies (gen_<kernel>_*.cu, gen_common.cuh, gen.log); the build dir stays the default")
     ap.add_argument("--emit-only", action="store_true", help="sources only")
     ap.add_argument("--stark-src", "--exps-stark-src", dest="stark_src", default=None,
                     help="ignored: nothing outside this package is needed")
-    _common(ap, pipeline=True)
+    _flags(ap, BUILD, pipeline=True)
     return ap
 
 
@@ -131,13 +181,33 @@ def write_flat_keep(s, keep: Path) -> int:
 
 def _settings(a):
     from codegen.tasks import Settings
-    build = getattr(a, "keep_dir", None) or a.build_dir
+    v = {k: getattr(a, k, d) for k, d in DEFAULTS.items()}
     try:
-        return Settings(pk=a.pk, build=build, arch=a.arch, cap=a.cap, chunk=a.chunk,
-                        chunk_bounds=getattr(a, "chunk_bounds", True), launcher=a.launcher,
-                        compile_timeout=a.compile_timeout, namespace="")
+        return Settings(pk=a.pk, build=v["build_dir"], arch=v["arch"], cap=v["cap"], chunk=v["chunk"],
+                        chunk_bounds=v["chunk_bounds"], launcher=v["launcher"],
+                        compile_timeout=v["compile_timeout"], allow_bad_input=v["allow_bad_input"],
+                        namespace="")
     except ValueError as e:
         raise UserError(str(e)) from None
+
+
+def keep_sources(s, keep: Path) -> int:
+    """Our layout of the sources, copied from the build dir into `keep`: `keep/<kernel>/src/`
+    for every kernel that has sources. Returns the number of kernels copied."""
+    from codegen.build.actions import read_json
+    from codegen.discover import discover, kernels
+    n = 0
+    for key in sorted(kernels(discover(s.pk))):
+        src = Path(s.build) / key / "src"
+        man = read_json(Path(s.build) / key / "manifest.json")
+        if not man or man.get("skip") or not man.get("files") or not src.is_dir():
+            continue
+        dst = Path(keep) / key / "src"
+        if dst.exists():
+            shutil.rmtree(dst)
+        shutil.copytree(src, dst)
+        n += 1
+    return n
 
 
 def run_doit(s, targets: list[str], jobs: int = 1, emit_only: bool = False, extra: list[str] | None = None) -> int:
@@ -145,14 +215,14 @@ def run_doit(s, targets: list[str], jobs: int = 1, emit_only: bool = False, extr
     from doit.doit_cmd import DoitMain
 
     from codegen.build.front import check_state, doit_config
-    from codegen.tasks import ProgressReporter, exps_tasks, lock_build, unlock_build
+    from codegen.tasks import ProgressReporter, exps_tasks, lock_build, reported, unlock_build
 
     if s.namespace:   # the CLI owns its graph: plain stage names (ir ... link), as our dodo.py
         import dataclasses
         s = dataclasses.replace(s, namespace="")
 
     def task_exps():
-        yield from exps_tasks(s, emit_only=emit_only)
+        yield from reported(exps_tasks(s, emit_only=emit_only))
 
     cfg = doit_config(s)
     cfg["outfile"] = sys.stdout        # doit's default is sys.stdout as of its import
@@ -176,24 +246,39 @@ def run_doit(s, targets: list[str], jobs: int = 1, emit_only: bool = False, extr
         unlock_build(s)   # a process that embeds us may build again, or let another build run
 
 
-def _preflight(s, need_nvcc: bool) -> None:
+def _preflight(s, need_nvcc: bool, places: bool = False) -> None:
     from codegen.build.preflight import check
-    for note in check(s, need_nvcc=need_nvcc):
+    for note in check(s, need_nvcc=need_nvcc, places=places):
         print(note, file=sys.stderr)
+
+
+def _check_keep_dir(s, keep) -> None:
+    """`--keep-dir D` receives copies of the sources: never the provingKey or a folder in it."""
+    from codegen.discover import shown
+    if keep:
+        d, k = Path(os.path.realpath(keep)), Path(os.path.realpath(s.pk))
+        if d == k or d.is_relative_to(k) or k.is_relative_to(d):
+            raise UserError(f"--keep-dir {shown(keep)} is, holds or is inside the provingKey: choose another folder")
 
 
 def cmd_build(a) -> int:
     s = _settings(a)
-    _preflight(s, need_nvcc=True)
+    _check_keep_dir(s, getattr(a, "keep_dir", None))
+    _preflight(s, need_nvcc=True, places=True)
     return run_doit(s, ["link", "gone"], a.jobs)
 
 
 def cmd_emit(a) -> int:
+    from codegen.discover import shown
     s = _settings(a)
+    _check_keep_dir(s, getattr(a, "keep_dir", None))
     _preflight(s, need_nvcc=False)
     rc = run_doit(s, ["emit"], a.jobs, emit_only=True)
-    if rc == 0:
-        print(f"sources in {s.build}/<kernel>/src/")
+    if rc in (0, 1):      # (1: an AIR failed or had bad input; the others' sources are there)
+        keep = getattr(a, "keep_dir", None)
+        if keep and getattr(a, "cmd", None) == "emit":
+            keep_sources(s, Path(keep))
+        print(f"sources in {shown(keep or s.build)}/<kernel>/src/")
     return rc
 
 
@@ -218,24 +303,25 @@ def cmd_clean(a) -> int:
 
 
 def status_rows(s) -> list[dict]:
-    """Per AIR: current / stale / missing / skipped / refused (and stale for a `.so` whose AIR
-    became unreadable or vanished: the next build removes it). Current and stale compare the
-    identity the placed `.so` embeds with the AIR's files on disk now (tasks.so_state); skipped
-    needs the skip to have been recorded for those very files."""
+    """Per AIR: current / stale / missing / skipped / bad input / refused (and stale for a `.so`
+    whose AIR became unreadable or vanished: the next build removes it). Current and stale compare
+    the identity the placed `.so` embeds with the AIR's files on disk now (tasks.so_state);
+    skipped and bad input need the skip to have been recorded for those very files."""
     from codegen.build.actions import read_json
     from codegen.discover import scan, shown
-    from codegen.tasks import so_state
+    from codegen.tasks import BAD_INPUT, shown_reason, so_state
     rows = []
     sc = scan(s.pk)
     for p in sc.placements:
         ir = read_json(Path(s.build) / p.key / "ir.json") or {}
         man = read_json(Path(s.build) / p.key / "manifest.json") or {}
         of_now = ir.get("content") == p.content
-        skip = p.error or (of_now and (ir.get("air_skip") or man.get("skip"))) or ""
+        skip = (p.error and f"{BAD_INPUT}: {p.error}") or (of_now and (ir.get("air_skip") or man.get("skip"))) or ""
         state, why = so_state(s, p)
         if state == "missing" and skip:
-            state = "skipped"
-        rows.append({"air": shown(p.rel), "kernel": p.key, "state": state, "reason": why or skip})
+            state = BAD_INPUT if skip.startswith(BAD_INPUT) else "skipped"
+        rows.append({"air": shown(p.rel), "kernel": p.key, "state": state,
+                     "reason": shown_reason(s, why or skip)})
     for r in sc.refused:
         rows.append({"air": r.rel, "kernel": "", "state": "refused", "reason": r.reason})
     for b in sc.broken:
@@ -243,19 +329,24 @@ def status_rows(s) -> list[dict]:
     return rows
 
 
+#: the states of `status`, in the order its count line names them
+STATES = ("current", "stale", "missing", "skipped", "bad input", "refused")
+
+
 def cmd_status(a) -> int:
+    """Exit 0 when every AIR is current or skipped by design, 1 otherwise (STATUS_EPILOG)."""
+    from codegen.discover import shown
     s = _settings(a)
     from codegen.build.preflight import check_key
     check_key(s.pk)
     rows = status_rows(s)
     w = max([len(r["air"]) for r in rows] + [3])
     for r in rows:
-        print(f"{r['air'].ljust(w)}  {r['state']:<8} {r['reason']}")
-    counts = {k: sum(r["state"].startswith(k) for r in rows)
-              for k in ("current", "stale", "missing", "skipped", "refused")}
-    print(", ".join(f"{v} {k}" for k, v in counts.items() if v or k != "refused")
-          + f"  (build dir {s.build})")
-    return 0 if counts["stale"] == 0 else 3
+        print(f"{r['air'].ljust(w)}  {r['state']:<9} {r['reason']}".rstrip())
+    counts = {k: sum(r["state"] == k for r in rows) for k in STATES}
+    print(", ".join(f"{v} {k}" for k, v in counts.items() if v or k in STATES[:4])
+          + f"  (build dir {shown(s.build)})")
+    return 0 if all(r["state"] in ("current", "skipped") for r in rows) else 1
 
 
 def _so_digest(so: Path) -> str | None:
@@ -334,8 +425,11 @@ def cmd_verify(a) -> int:
     from codegen.discover import discover, kernels, shown
     from codegen.check.hostcheck import check_air
     from codegen.coverage import cover
+    from codegen.build.heartbeat import Heartbeat
     from codegen.model import ModelError, load_air, load_json
+    from codegen.tasks import clip, shown_reason
     s = _settings(a)
+    bad_input = 0
     from codegen.build.preflight import check_key
     check_key(s.pk)
     bad = 0
@@ -344,19 +438,23 @@ def cmd_verify(a) -> int:
     for key, ps in sorted(kernels(discover(s.pk)).items()):
         p = ps[0]
         t0 = time.monotonic()
+        blank = f"{'':>6} {'':>6} {'':>5} {'':>6} {'':>10} "
         try:
             si, ei = load_air(p.starkinfo, p.expressions)
         except ModelError as e:
-            print(f"{shown(p.rel)[-60:]:<60} {key[:28]:<28} skipped: bad input: {e}")
+            bad_input += 1
+            print(f"{shown(p.rel)[-60:]:<60} {key[:28]:<28} {blank} bad input: {clip(shown_reason(s, str(e)), 100)}")
             continue
         cov = cover(si, ei, cap=s.cap)
         if cov.air_skip:
-            print(f"{shown(p.rel)[-60:]:<60} {key[:28]:<28} {'':>6} {'':>6} {'':>5} {'':>6} {'':>10}  skipped: {cov.air_skip[:90]}")
+            print(f"{shown(p.rel)[-60:]:<60} {key[:28]:<28} {blank} skipped: {clip(shown_reason(s, cov.air_skip), 100)}")
             continue
         tune = read_json(Path(s.build) / key / "tune.json") or {}
         opc = s.chunk if s.chunk is not None else tune.get("ops_per_chunk")
-        r = check_air(key, si, load_json(p.starkinfo), load_json(p.expressions), cov, ops_per_chunk=opc,
-                      seed=a.seed)
+        with Heartbeat(f"verify {key} ({cov.q_ops} Q ops, {len(cov.exprs)} expressions)") as hb:
+            hb.status("compiling its kernels with g++ and comparing them with the oracle")
+            r = check_air(key, si, load_json(p.starkinfo), load_json(p.expressions), cov, ops_per_chunk=opc,
+                          seed=a.seed)
         from codegen.check.hostcheck import default_ops_per_chunk
         from codegen.plan import plan
         chunks = plan(cov.q, opc if opc is not None else default_ops_per_chunk(cov.q_ops)).n_chunks
@@ -369,8 +467,8 @@ def cmd_verify(a) -> int:
             print(f"{shown(q.rel)[-60:]:<60} {key[:28]:<28} {cov.q_ops:>6} {chunks:>6} {len(cov.exprs):>5} "
                   f"{r.expr_checks:>6} {words:>10}  {res} ({time.monotonic() - t0:.1f}s)")
     print(f"{tot_exprs} covered expressions (+ Q per kernel), {tot_words} words compared, "
-          f"{bad} kernel(s) with mismatches")
-    return 1 if bad else 0
+          f"{bad} kernel(s) with mismatches" + (f", {bad_input} with bad input" if bad_input else ""))
+    return 1 if bad or bad_input else 0
 
 
 def cmd_sample(a) -> int:
@@ -418,19 +516,24 @@ def _dispatch(argv: list[str]) -> int:
         a.pk = a.proving_key
         if a.stark_src:
             print("note: --stark-src is ignored: exps-codegen needs no pil2-stark checkout", file=sys.stderr)
-        if a.verbose:
-            logging.getLogger().setLevel(logging.DEBUG)
+        setup_logging(a.verbose)
         rc = cmd_emit(a) if a.emit_only else cmd_build(a)
-        if rc == 0 and a.keep_dir:
-            n = write_flat_keep(_settings(a), Path(a.keep_dir))
-            print(f"kept: {a.keep_dir}/gen_<kernel>_*.cu, gen_common.cuh, gen.log ({n} AIRs)")
+        if rc in (0, 1) and a.keep_dir:      # (1: the AIRs that built are kept)
+            from codegen.discover import shown
+            s = _settings(a)
+            try:
+                keep_sources(s, Path(a.keep_dir))
+                n = write_flat_keep(s, Path(a.keep_dir))
+            except OSError as e:
+                raise UserError(f"cannot keep the sources in {shown(a.keep_dir)}: {e.strerror or e}") from None
+            print(f"kept: {shown(a.keep_dir)}/<kernel>/src/ and {shown(a.keep_dir)}/gen_<kernel>_*.cu, "
+                  f"gen_common.cuh, gen.log ({n} AIRs)")
         return rc
     a = parser().parse_args(argv)
     if not a.cmd:
         parser().print_help()
         return 2
-    if getattr(a, "verbose", False):
-        logging.getLogger().setLevel(logging.DEBUG)
+    setup_logging(getattr(a, "verbose", False))
     return COMMANDS[a.cmd](a)
 
 
@@ -440,7 +543,7 @@ def main(argv: list[str] | None = None) -> int:
     from codegen.build.preflight import UserError, fail
     from codegen.build.toolchain import ToolchainError
     argv = sys.argv[1:] if argv is None else argv
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
+    setup_logging()
     procs.install()
     try:
         return _dispatch(argv)

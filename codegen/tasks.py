@@ -16,6 +16,7 @@ import logging
 import os
 import re
 import shlex
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +67,10 @@ class Settings:
     chunk_bounds: bool = True
     launcher: str | None = None
     compile_timeout: float | None = None
+    #: an AIR with bad input (broken JSON, a missing field, an unusable file) gets no `.so` either
+    #: way; by default its `link` task fails, so the build exits 1 once every other AIR is placed.
+    #: True accepts it (the AIR is reported as bad input, the build passes)
+    allow_bad_input: bool = False
     #: prefix of our task basenames when embedded in a pipeline's dodo.py (`exps-ir`, ...,
     #: `exps-link`, and a group task `exps` that builds everything), so that a pipeline's own
     #: `link` / `emit` tasks coexist; our own dodo.py and the CLI use "" (plain `ir` ... `link`)
@@ -128,8 +133,9 @@ class Settings:
 
     def hashed(self) -> dict:
         """Settings that change what a `.so` computes or covers (part of exps_source_hash).
-        Archs and chunking change only speed, so `status` answers the same for any of them."""
-        return {"cap": self.cap, "expr_cap": self.expr_cap, "slots_cap": self.slots_cap}
+        Archs and chunking change only speed, and `cap` only whether an AIR gets a kernel, never
+        what the kernel computes: `status` answers the same for any of them."""
+        return {"expr_cap": self.expr_cap, "slots_cap": self.slots_cap}
 
 
 class lazy_config_changed(config_changed):   # noqa: N801 (doit's naming)
@@ -195,7 +201,19 @@ def _cc_action(s: Settings, key, manifest, obj_dir, out, so_paths, airs):
 
 
 def _link_action(s: Settings, rel, objs_json, so_path, stamp):
-    return actions.act_link(rel, objs_json, so_path, stamp, s.archs(), s.launcher_argv(), s.compile_timeout)
+    if not actions.act_link(rel, objs_json, so_path, stamp, s.archs(), s.launcher_argv(), s.compile_timeout):
+        return False
+    skip = (actions.read_json(Path(objs_json)) or {}).get("skip") or ""
+    if skip.startswith(BAD_INPUT) and not s.allow_bad_input:   # no .so (act_link removed it); say so
+        log.error("%s: %s", rel, shown_reason(s, skip))
+        return False
+    return True
+
+
+def _refused_action(rel: str, reason: str) -> bool:
+    """An AIR discovery refused (an unreadable or unsafe file): bad input, fails the build."""
+    log.error("%s: %s", rel, reason)
+    return False
 
 
 def _clean_so(so_path: str, stamp: str, dryrun: bool = False) -> None:
@@ -243,6 +261,10 @@ def exps_tasks(s: Settings, emit_only: bool = False):
         yield {"basename": s.namespace, "name": None, "doc": "every kernel of the provingKey (exps-codegen)",
                "task_dep": [s.stage(b) for b in last]}
     if not emit_only:
+        for r in sc.refused:     # bad input the build cannot even start on: fails it, unless allowed
+            yield {"basename": s.stage("gone"), "name": "refused-" + hashlib.sha256(r.rel.encode()).hexdigest()[:16],
+                   "doc": r.reason, "actions": [(_refused_action, [r.rel, r.reason])],
+                   "uptodate": [s.allow_bad_input]}
         for b in sc.broken:
             yield {"basename": s.stage("gone"), "name": orphan_name(b), "doc": b.reason,
                    "actions": [(actions.act_remove_orphan, [str(b.so_path), b.reason])],
@@ -396,16 +418,28 @@ def settle(s: Settings) -> list[tuple[str, str]]:
     return out
 
 
+BAD_INPUT = "bad input"
+
+
+def shown_reason(s: Settings, text: str) -> str:
+    """A reason as a table shows it: paths inside the provingKey relative to it."""
+    text = str(text or "")
+    for root in {str(s.pk), os.path.realpath(s.pk)}:
+        text = text.replace(root.rstrip(os.sep) + os.sep, "")
+    return text
+
+
 def summary_rows(s: Settings, seconds: dict[str, float] | None = None,
                  failed: dict[str, str] | None = None, emit_only: bool = False) -> list[dict]:
     """One row per AIR from the stage files and what is on disk. `seconds` / `failed` are keyed
-    by doit task name (`ir:<key>`, `link:<rel>`, ...) from this run's reporter."""
+    by doit task name (`ir:<key>`, `link:<rel>`, ...) from this run's reporter: a task in
+    `seconds` ran in this run (`generated_now`, `compiled_now`, `linked_now`)."""
     seconds, failed = seconds or {}, failed or {}
     sc = scan(s.pk)
     rows = []
     for p in sc.placements:
         ir, tune, man, objs, st = _stage_files(s, p)
-        skip = p.error and f"bad input: {p.error}" or ir.get("air_skip") or tune.get("skip") \
+        skip = p.error and f"{BAD_INPUT}: {p.error}" or ir.get("air_skip") or tune.get("skip") \
             or man.get("skip") or st.get("skip") or ""
         own = [f"{s.stage(b)}:{p.key}" for b in ("ir", "tune", "emit", "cc")] + [f"{s.stage('link')}:{p.rel}"]
         fail = next((f"{n.split(':')[0]} failed: {failed[n]}" for n in own if n in failed), "")
@@ -419,6 +453,8 @@ def summary_rows(s: Settings, seconds: dict[str, float] | None = None,
             fail = "its JSON changed during the build: rerun" + (f" ({why})" if state == "stale" else "")
         elif state == "stale":
             result, fail = "stale", why
+        elif skip.startswith(BAD_INPUT):
+            result = BAD_INPUT
         elif skip:
             result = "skipped"
         elif fail:
@@ -431,64 +467,90 @@ def summary_rows(s: Settings, seconds: dict[str, float] | None = None,
             result, fail = "failed", "not built (an earlier stage failed or was interrupted)"
         rows.append({
             "air": shown(p.rel), "kernel": p.key,
-            "q_ops": man.get("q_ops", ir.get("q_ops", 0)) if not skip else "",   # after the IR passes
+            # Q ops: the Q expression's operations as the JSON gives them (what cap compares);
+            # ops run: what its kernels run after the IR passes
+            "q_ops": ir.get("q_ops", "") if not skip else "",
+            "ops_run": man.get("q_ops", "") if not skip else "",
             "chunks": plan.get("chunks", ""), "slots": plan.get("slots", ""),
             "exprs": man.get("exprs", ""), "not_covered": len(ir.get("skipped_exprs", [])) if ir else "",
             "min_scratch": man.get("min_scratch", ""), "spill": objs.get("spill_bytes", ""),
-            "generated": generated, "compiled": compiled, "placed": placed, "result": result,
-            "skip": skip, "reason": skip or fail,
+            "generated": generated, "compiled": compiled, "placed": placed,
+            "generated_now": generated and f"{s.stage('emit')}:{p.key}" in seconds,
+            "compiled_now": compiled and f"{s.stage('cc')}:{p.key}" in seconds,
+            "linked_now": placed and f"{s.stage('link')}:{p.rel}" in seconds,
+            "result": result, "skip": shown_reason(s, skip), "reason": shown_reason(s, skip or fail),
             "seconds": sum(seconds.get(n, 0.0) for n in own),
         })
+    none = {"kernel": "", "q_ops": "", "ops_run": "", "chunks": "", "slots": "", "exprs": "", "not_covered": "",
+            "min_scratch": "", "spill": "", "generated": False, "compiled": False, "placed": False,
+            "generated_now": False, "compiled_now": False, "linked_now": False}
     for r in sc.refused:
-        rows.append({"air": r.rel, "kernel": "", "q_ops": "", "chunks": "", "slots": "", "exprs": "",
-                     "not_covered": "", "min_scratch": "", "spill": "", "generated": False,
-                     "compiled": False, "placed": False, "result": "refused", "skip": r.reason,
-                     "reason": r.reason, "seconds": 0.0})
+        rows.append({**none, "air": r.rel, "result": "refused", "skip": r.reason, "reason": r.reason,
+                     "seconds": 0.0})
     for b in sc.broken:
         gone = not os.path.lexists(b.so_path)
-        rows.append({"air": b.rel, "kernel": "", "q_ops": "", "chunks": "", "slots": "", "exprs": "",
-                     "not_covered": "", "min_scratch": "", "spill": "", "generated": False,
-                     "compiled": False, "placed": False,
+        rows.append({**none, "air": b.rel,
                      "result": "removed" if gone else ("stale" if emit_only else "failed"),
                      "skip": "", "reason": b.reason + ("" if gone else "; its .so is still there"),
                      "seconds": seconds.get(f"{s.stage('gone')}:{orphan_name(b)}", 0.0)})
     return rows
 
 
-LEGEND = ("Q ops: operations of the quotient (Q) expression after the IR passes (with the values "
-          "recomputed across cuts); chunks: Q kernels it is cut into; "
-          "slots: scratch slots for values that cross a cut; exprs: trace-domain expressions with "
-          "a kernel; not cov.: expressions left to the prover's interpreter; s: seconds this run "
-          "spent on the AIR (its kernel's stages and its link; a kernel shared by AIRs counts for each)")
+LEGEND = ("Q ops: operations of the quotient (Q) expression as the JSON gives them (what cap= / --cap "
+          "compares); chunks: Q kernels it is cut into; slots: scratch slots for values that cross a "
+          "cut; exprs: trace-domain expressions with a kernel; not cov.: expressions left to the "
+          "prover's interpreter; s: seconds this run spent on the AIR (its kernel's stages and its "
+          "link; a kernel shared by AIRs counts for each); generated, compiled: kernels this run "
+          "made; bad input: an AIR whose JSON cannot be used (no .so; the build exits 1 unless "
+          "bad input is allowed)")
+#: the widest line of the legend and of a reason in the table
+WIDTH = 100
+
+
+def clip(text: str, width: int) -> str:
+    """`text` cut at a word boundary to at most `width` characters, with an ellipsis."""
+    if len(text) <= width:
+        return text
+    cut = text[: width - 1]
+    if " " in cut[width // 2:]:
+        cut = cut[: cut.rindex(" ")]
+    return cut.rstrip(" ,;:") + "\u2026"
+
+
+def count_line(rows: list[dict], emit_only: bool = False) -> str:
+    """`N AIRs: ...`: what this run generated, compiled and placed, and the state of the others."""
+    n = lambda res: sum(r["result"] == res for r in rows)   # noqa: E731
+    kernels_of = lambda f: len({r["kernel"] for r in rows if r.get(f)})   # noqa: E731
+    airs = sum(1 for r in rows if r["result"] not in ("removed",))
+    if emit_only:
+        counts = f"{airs} AIRs: {kernels_of('generated_now')} kernels generated (sources only)"
+    else:
+        placed, linked = n("placed"), sum(1 for r in rows if r.get("linked_now"))
+        counts = (f"{airs} AIRs: {kernels_of('generated_now')} kernels generated, "
+                  f"{kernels_of('compiled_now')} compiled, {placed} .so placed"
+                  + ("" if linked == placed else " (already current)" if not linked
+                     else f" ({linked} linked, {placed - linked} already current)"))
+    counts += f", {n('skipped')} skipped, {n('failed')} failed"
+    for what in (BAD_INPUT, "stale", "refused"):
+        if n(what):
+            counts += f", {n(what)} {what}"
+    if n("removed"):
+        counts += f"; {n('removed')} stale .so removed"
+    return counts
 
 
 def format_summary(rows: list[dict], emit_only: bool = False) -> str:
+    import textwrap
     head = ["AIR", "kernel", "Q ops", "chunks", "slots", "exprs", "not cov.", "result", "s", "reason"]
     table = [[r["air"], r["kernel"], str(r["q_ops"]), str(r["chunks"]), str(r["slots"]),
               str(r["exprs"]), str(r["not_covered"]), r["result"], f"{r['seconds']:.1f}",
-              r["reason"] or ""] for r in rows]
+              clip(r["reason"] or "", WIDTH)] for r in rows]
     w = [max(len(h), *(len(t[i]) for t in table)) if table else len(h) for i, h in enumerate(head)]
     lines = ["  ".join(h.ljust(w[i]) for i, h in enumerate(head)).rstrip()]
     lines += ["  ".join(c.ljust(w[i]) for i, c in enumerate(t)).rstrip() for t in table]
-    n = lambda res: sum(r["result"] == res for r in rows)   # noqa: E731
-    kernels_of = lambda f: len({r["kernel"] for r in rows if r[f]})   # noqa: E731
     scratch = [int(r["min_scratch"]) for r in rows if str(r["min_scratch"]).isdigit()]
-    airs = sum(1 for r in rows if r["result"] not in ("removed",))
-    if emit_only:
-        counts = (f"{airs} AIRs: {kernels_of('generated')} kernels generated (sources only), "
-                  f"{n('skipped')} skipped, {n('failed')} failed")
-    else:
-        counts = (f"{airs} AIRs: {kernels_of('generated')} kernels generated, "
-                  f"{kernels_of('compiled')} compiled, {n('placed')} .so placed, {n('skipped')} skipped, "
-                  f"{n('failed')} failed")
-    if n("stale"):
-        counts += f", {n('stale')} stale"
-    if n("refused"):
-        counts += f", {n('refused')} refused"
-    if n("removed"):
-        counts += f"; {n('removed')} stale .so removed"
-    lines.append(counts + f"; max exps_min_scratch {max(scratch) if scratch else 0} elements")
-    lines.append(LEGEND)
+    lines.append(count_line(rows, emit_only) + f"; max exps_min_scratch {max(scratch) if scratch else 0} elements")
+    lines += textwrap.wrap(LEGEND, WIDTH)
     return "\n".join(lines)
 
 
@@ -505,6 +567,46 @@ def _one_line_failure(fail) -> str:
     if "returned False" in last or "Python Task failed" in last:
         return "see the error above"
     return last[:300]
+
+
+class _ErrorLines(logging.Handler):
+    """The ERROR lines logged on this thread while an action runs (its task's failure says why)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.thread = threading.get_ident()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.thread == self.thread:
+            try:
+                self.lines.append(record.getMessage())
+            except Exception:   # noqa: BLE001
+                pass
+
+
+def _said(fn, *args):
+    """Run action `fn`; when it fails (returns False), the failure carries the first line of the
+    error it logged, so the FAILED line, the summary and the report say why (not "see above")."""
+    from doit.exceptions import TaskFailed
+    h = _ErrorLines()
+    log.addHandler(h)
+    try:
+        r = fn(*args)
+    finally:
+        log.removeHandler(h)
+    if r is False and h.lines:
+        return TaskFailed(" ".join(h.lines[-1].splitlines()[0].split()))
+    return r
+
+
+def reported(tasks):
+    """`exps_tasks` with every Python action wrapped by `_said` (the front ends' graph)."""
+    for t in tasks:
+        if t.get("actions"):
+            t = {**t, "actions": [(_said, [a[0], *(a[1] if len(a) > 1 else ())]) if isinstance(a, tuple)
+                                  and callable(a[0]) else a for a in t["actions"]]}
+        yield t
 
 
 class ProgressReporter(ConsoleReporter):
@@ -537,7 +639,7 @@ class ProgressReporter(ConsoleReporter):
             self._seen += 1
             self._start[task.name] = time.monotonic()
             self.outstream.write(f"[{self._seen}/{self._total}] {shown(task.name)}  "
-                                 f"({time.monotonic() - self._t0:.1f}s)\n")
+                                 f"(at {time.monotonic() - self._t0:.1f} s)\n")
             self.outstream.flush()
 
     def _finish(self, task):
@@ -549,9 +651,12 @@ class ProgressReporter(ConsoleReporter):
         self._finish(task)
 
     def add_failure(self, task, fail):
+        from doit.exceptions import UnmetDependency
         self._finish(task)
         why = _one_line_failure(fail)
         self.failed[task.name] = why
+        if isinstance(fail, UnmetDependency):   # (a task after a failed one: that one has its line)
+            return
         self.outstream.write(f"FAILED {shown(task.name)}: {why}\n")
         self.outstream.flush()
 
@@ -567,7 +672,15 @@ class ProgressReporter(ConsoleReporter):
 
     def complete_run(self):
         stale = self._settle()
-        self._summary()
+        rows = self._rows()
+        self._summary(rows)
+        bad = [r for r in rows or [] if r["result"] in (BAD_INPUT, "refused")]
+        allowed = self.settings is not None and self.settings.allow_bad_input
+        if bad and not allowed and not procs.interrupted():
+            self.outstream.write(f"ERROR: {len(bad)} AIR(s) have bad input and get no .so (the other AIRs "
+                                 "are built; `exps-codegen status` says why): fix their JSON, or accept them with "
+                                 "--allow-bad-input / allow_bad_input=1\n")
+            self.outstream.flush()
         if stale and not procs.interrupted():
             self.outstream.write(f"ERROR: {len(stale)} AIR(s) changed while the build ran; their .so "
                                  "files were removed: rerun the build\n")
@@ -575,8 +688,19 @@ class ProgressReporter(ConsoleReporter):
         if (err := statedb.save_error()) is not None:
             self.outstream.write(f"ERROR: {err}\n")
             self.outstream.flush()
-        if (stale or err is not None) and not self.failed and not procs.interrupted():
-            raise SystemExit(1)   # what is placed is sound, the run is not complete: say so by the exit code
+        if (stale or err is not None or (bad and not allowed) or self.failed) and not procs.interrupted():
+            # what is placed is sound, the run is not complete: say so by the exit code (1, also
+            # where doit would say 2 for the tasks after a failed one: 2 is a user's mistake)
+            raise SystemExit(1)
+
+    def _rows(self) -> list[dict] | None:
+        if procs.interrupted() or self.settings is None:
+            return None
+        try:
+            return summary_rows(self.settings, self.seconds, self.failed, self.emit_only)
+        except Exception as e:   # noqa: BLE001 — a summary must never turn a build red
+            self.outstream.write(f"(no summary: {e})\n")
+            return None
 
     def _settle(self) -> list:
         """`settle` after a build that may place (never after `emit`, which leaves the key alone)."""
@@ -591,15 +715,16 @@ class ProgressReporter(ConsoleReporter):
             self.outstream.write(f"STALE {air}: {why}\n")
         return stale
 
-    def _summary(self):
-        if procs.interrupted() or self.settings is None or not self.show_summary:
+    def _summary(self, rows: list[dict] | None):
+        if rows is None or not self.show_summary:
             return
         try:
-            rows = summary_rows(self.settings, self.seconds, self.failed, self.emit_only)
             if not self._ran:
                 placed = sum(r["result"] == "placed" for r in rows)
                 skipped = sum(r["result"] == "skipped" for r in rows)
+                bad = sum(r["result"] == BAD_INPUT for r in rows)
                 what = "sources" if self.emit_only else f"{placed} .so placed, {skipped} skipped"
+                what += f", {bad} bad input" if bad else ""
                 self.outstream.write(f"{len(rows)} AIRs up to date ({what}); nothing to do\n")
             else:
                 from codegen.build import report

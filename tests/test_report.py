@@ -36,8 +36,8 @@ def test_report_json_after_a_build(built) -> None:
     assert f"report: {kit.build / 'report.html'}" in p.stdout
     rep = _strict(kit.build / "report.json")
     assert rep["format"] == report.FORMAT and rep["tool"] == "exps-codegen"
-    assert rep["totals"] == {"airs": 4, "kernels_generated": 2, "compiled": 2, "placed": 3, "skipped": 1,
-                             "failed": 0, "tus": 4, "cache_hits": 3}
+    assert rep["totals"] == {"airs": 4, "kernels_generated": 2, "compiled": 2, "linked": 3, "placed": 3,
+                             "skipped": 1, "bad_input": 0, "failed": 0, "tus": 4, "cache_hits": 3}
     # Tiny's one TU and Shared's one (since 0.17.5 Shared is one kernel: its 8 B of spill are within
     # autotune.SPILL_SLACK_BYTES), each its first probe compiled as cc compiles it, so an object-cache
     # hit; and each kernel's generic inverse kernel TU (`exps_xinv.cu`, one text: compiled for the

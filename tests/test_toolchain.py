@@ -183,6 +183,7 @@ def test_find_nvcc_missing_says_what_to_do(tmp_path, monkeypatch):
     for var in ("EXPS_NVCC", "CUDA_HOME", "CUDA_PATH"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("EXPS_CUDA_DIRS", "")      # (this machine's /usr/local/cuda would be found)
     monkeypatch.setattr(tc, "_pip_nvcc_candidates", lambda: iter(()))
     with pytest.raises(tc.ToolchainError, match="(?s)Install the CUDA toolkit.*EXPS_NVCC"):
         tc.find_nvcc()

@@ -27,10 +27,11 @@ from codegen.build import toolchain
 from codegen.build.autotune import MAX_MIN_BLOCKS, TuneResult, estimated_choice
 from codegen.build.cache import atomic_write
 from codegen.build.fsutil import remove_stale_temps
+from codegen.build.heartbeat import Heartbeat
 from codegen.build.cache import ObjectCache
 from codegen.build.kernelcc import KernelNameError, compile_kernel, host_options, link_cached, stage_sources
 from codegen.build.probes import Prober
-from codegen.emit import COMMON_FILES, KernelSource, render, source_hash, tu_kernels, tu_twins
+from codegen.emit import COMMON_FILES, KernelSource, device_tus, render, source_hash, tu_kernels, tu_twins
 from codegen.coverage import CAP, EXPR_CAP, SLOTS_CAP, Coverage, cover, coverage_from_json, coverage_to_json
 from codegen.discover import content_digest
 from codegen.model import ModelError, parse_expressionsinfo, parse_json, parse_starkinfo, read_input
@@ -178,8 +179,8 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
                 res.skip = f"chunk {chunk}: {pl.total_slots} scratch slots > SLOTS_CAP {slots_cap}"
         elif not archs:
             res = estimated_choice(q, slots_cap=slots_cap)
-            print(f"{key}: no nvcc to probe with: chunking estimated by the cost model "
-                  f"({res.ops_per_chunk or 'single kernel'} ops per chunk)", file=sys.stderr)
+            how = f"{res.ops_per_chunk} ops per chunk" if res.ops_per_chunk else "one kernel"
+            print(f"{key}: no nvcc to probe with: chunking estimated by the cost model ({how})", file=sys.stderr)
         else:
             sh = None if settings is None else source_hash(d.get("content", ""), settings)
             prober = Prober(key, q, cov.exprs, archs, launcher, work_dir, slots_cap, chunk_bounds, sh)
@@ -292,9 +293,11 @@ def act_cc(key: str, manifest: str, obj_dir: str, out: str, archs: list[int], so
     doc: dict = {"format": FORMAT, "key": key, "skip": m["skip"], "objects": [], "reports": {}}
     try:
         if not m["skip"]:
-            got = compile_kernel(Path(manifest).parent / "src", list(m["files"]), m.get("kernels", {}),
-                                 Path(obj_dir), archs, ObjectCache(), launcher, timeout_s=timeout_s,
-                                 twins=m.get("twins", []))
+            n_tus = len(device_tus(m["files"]))
+            with Heartbeat(f"cc {key} ({n_tus} device TUs, {', '.join(f'sm_{a}' for a in archs)})") as hb:
+                got = compile_kernel(Path(manifest).parent / "src", list(m["files"]), m.get("kernels", {}),
+                                     Path(obj_dir), archs, ObjectCache(), launcher, timeout_s=timeout_s,
+                                     twins=m.get("twins", []), hb=hb)
             doc["objects"] = got["objects"]
             doc["reports"] = got["reports"]
             doc["hits"] = got["hits"]
@@ -324,7 +327,9 @@ def act_link(rel: str, objs_json: str, so_path: str, stamp: str, archs: list[int
             _write_json(Path(stamp), {"format": FORMAT, "air": rel, "skip": o["skip"], "so": None})
             return True
         try:
-            link_cached([Path(x) for x in o["objects"]], so, host_options(archs), launcher, timeout_s)
+            with Heartbeat(f"link {rel}") as hb:
+                hb.status(f"linking {so.name} (nvcc)")
+                link_cached([Path(x) for x in o["objects"]], so, host_options(archs), launcher, timeout_s)
         except BaseException:                 # no .so of a failed link (a partial one or the old)
             so.unlink(missing_ok=True)
             raise

@@ -5,10 +5,13 @@
   installs the interrupt handlers (procs.py) and takes the build lock.
 - :func:`doit_config` is the DOIT_CONFIG of a build.
 - :func:`clean_build` removes the `.so` files a build placed and its build dir, saying what.
+- :func:`setup_logging`: both front ends print the same lines (warnings and errors; the
+  routine details, such as each autotune probe, in the report and with `exps-codegen -v`).
 """
 from __future__ import annotations
 
 import atexit
+import logging
 import shutil
 import sys
 from pathlib import Path
@@ -22,7 +25,16 @@ from codegen.emit import read_so_identity
 from codegen.tasks import ProgressReporter, Settings, lock_build, unlock_build
 
 #: doit variables of our dodo.py (README "Usage in a provingKey pipeline")
-DOIT_VARS = ("pk", "build", "arch", "cap", "chunk", "chunk_bounds", "launcher", "compile_timeout")
+DOIT_VARS = ("pk", "build", "arch", "cap", "chunk", "chunk_bounds", "launcher", "compile_timeout",
+             "allow_bad_input")
+
+
+def setup_logging(verbose: bool = False) -> None:
+    """`LEVEL: message` on stderr, warnings and errors (with `verbose`: every detail)."""
+    root = logging.getLogger()
+    if not root.handlers:
+        logging.basicConfig(format="%(levelname)s: %(message)s")
+    root.setLevel(logging.DEBUG if verbose else logging.WARNING)
 #: doit commands that never build: no toolchain check, no lock (clean takes it itself)
 NO_BUILD = {"list", "help", "info", "forget", "ignore", "dumpdb", "strace", "tabcompletion",
             "reset-dep", "clean"}
@@ -79,6 +91,7 @@ def dodo_settings(argv: list[str], get_var, default_pk: Path) -> tuple[Settings,
     Any mistake: one line on stderr and SystemExit(2), before anything is created."""
     procs.install()
     variables, words = doit_words(argv)
+    setup_logging()
     cmd = words[0] if words and words[0] in NO_BUILD | {"run"} else "run"
     targets = [w for w in words if w != cmd]
     try:
@@ -98,13 +111,15 @@ def dodo_settings(argv: list[str], get_var, default_pk: Path) -> tuple[Settings,
                          chunk=_int_var("chunk", get_var("chunk", None)),
                          chunk_bounds=_bool_var("chunk_bounds", get_var("chunk_bounds", None)),
                          launcher=get_var("launcher", None) or knobs.read().launcher_text,
-                         compile_timeout=timeout, namespace="")
+                         compile_timeout=timeout,
+                         allow_bad_input=_bool_var("allow_bad_input", get_var("allow_bad_input", "0")),
+                         namespace="")
         except ValueError as e:
             raise preflight.UserError(str(e)) from None
         if cmd in NO_BUILD:          # builds nothing: no toolchain check, no lock (clean takes it)
             return s, cmd
         emit_only = bool(targets) and all(t.split(":")[0] in NO_NVCC_TARGETS for t in targets)
-        for note in preflight.check(s, need_nvcc=not emit_only):
+        for note in preflight.check(s, need_nvcc=not emit_only, places=not emit_only):
             print(note, file=sys.stderr)
     except (preflight.UserError, knobs.KnobError) as e:
         raise SystemExit(preflight.fail(e)) from None

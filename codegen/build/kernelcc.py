@@ -14,6 +14,7 @@ from pathlib import Path
 
 from codegen.build import bounds, prelude, toolchain
 from codegen.build.cache import ObjectCache, atomic_write
+from codegen.build.heartbeat import Heartbeat
 from codegen.emit import COMMON_FILES, RUNTIME, device_tus
 from codegen.resources import TEMPLATES
 
@@ -52,17 +53,25 @@ def stage_sources(files: dict[str, str], src_dir: Path) -> list[Path]:
 
 def compile_tus(tus: list[Path], obj_dir: Path, opts: toolchain.CompileOptions, cache: ObjectCache,
                 launcher: list[str] | None, jobs: int = 0, timeout_s: float | None = None,
-                extra_flags: dict[str, tuple[str, ...]] | None = None, suffix: str = "") -> dict:
+                extra_flags: dict[str, tuple[str, ...]] | None = None, suffix: str = "",
+                hb: Heartbeat | None = None, what: str = "device TUs") -> dict:
     """Compile TUs through the object cache in parallel; {tu name: (obj path, report, hit)}. A TU
-    named in `extra_flags` gets those flags after `opts`' own; objects are `<stem><suffix>.o`."""
+    named in `extra_flags` gets those flags after `opts`' own; objects are `<stem><suffix>.o`.
+    `hb`: the heartbeat whose status counts the TUs done."""
     obj_dir.mkdir(parents=True, exist_ok=True)
     jobs = jobs or max(1, min(len(tus), os.cpu_count() or 1))
+    done = [0]
+    if hb is not None:
+        hb.status(f"0 of {len(tus)} {what} compiled")
 
     def one(tu: Path):
         more = (extra_flags or {}).get(tu.name, ())
         o = dataclasses.replace(opts, extra_flags=opts.extra_flags + more) if more else opts
         r = cache.compile_cached(tu, obj_dir / (tu.stem + suffix + ".o"), o, include_dirs=[tu.parent],
                                  launcher=launcher, timeout_s=timeout_s)
+        if hb is not None:
+            done[0] += 1
+            hb.status(f"{done[0]} of {len(tus)} {what} compiled")
         return tu.name, (str(r.obj_path), r.report, r.hit)
 
     with ThreadPoolExecutor(jobs) as ex:
@@ -93,7 +102,7 @@ def check_kernel_names(kernels: dict[str, list[str]], reports: dict[str, dict]) 
 
 def compile_twins(src: Path, twins: list[dict], reports: dict[str, dict], obj_dir: Path,
                   opts: toolchain.CompileOptions, cache: ObjectCache, launcher: list[str] | None,
-                  jobs: int = 0, timeout_s: float | None = None) -> dict:
+                  jobs: int = 0, timeout_s: float | None = None, hb: Heartbeat | None = None) -> dict:
     """The bounded twins of a Q's device TUs (`bounds`; a single kernel's: its tune's bound): each
     TU whose chunk kernels could take a bound compiled again from source with `bounds.twin_flags`
     (through the object cache, in parallel). Always from source, never from the first compile's
@@ -118,7 +127,7 @@ def compile_twins(src: Path, twins: list[dict], reports: dict[str, dict], obj_di
         return out
     got = compile_tus([src / w["tu"] for w in work], obj_dir, opts, cache, launcher, jobs, timeout_s,
                       extra_flags={w["tu"]: bounds.twin_flags(cands[w["tu"]]) for w in work},
-                      suffix="_twin")
+                      suffix="_twin", hb=hb, what="TUs with launch bounds (second compile)")
     libs, chunks = [], []
     for w in work:
         obj, rep, _ = got[w["tu"]]
@@ -135,7 +144,8 @@ def compile_twins(src: Path, twins: list[dict], reports: dict[str, dict], obj_di
 
 def compile_kernel(src: Path, files: list[str], kernels: dict[str, list[str]], obj_dir: Path,
                    archs: list[int], cache: ObjectCache, launcher: list[str] | None, jobs: int = 0,
-                   timeout_s: float | None = None, twins: list[dict] | None = None) -> dict:
+                   timeout_s: float | None = None, twins: list[dict] | None = None,
+                   hb: Heartbeat | None = None) -> dict:
     """Compile one kernel's sources (in `src`, as `stage_sources` wrote them) into what its `.so`
     links: every device TU (`*.cu`) to a fatbin, device code only (`compile_options`; in
     parallel); then its launch table (`<key>_abi.cpp`), which embeds those fatbins (device TU i as
@@ -149,11 +159,13 @@ def compile_kernel(src: Path, files: list[str], kernels: dict[str, list[str]], o
     if len(tables) != 1:
         raise RuntimeError(f"{src}: expected one launch table among {sorted(files)}")
     dev = compile_options(archs, cache)
-    got = compile_tus([src / n for n in tus], obj_dir, dev, cache, launcher, jobs, timeout_s)
+    got = compile_tus([src / n for n in tus], obj_dir, dev, cache, launcher, jobs, timeout_s, hb=hb)
     reports = {n: got[n][1] for n in tus}
     check_kernel_names(kernels, reports)
     fatbins = {f"f{i}.fatbin": Path(got[n][0]) for i, n in enumerate(tus)}
-    tw = compile_twins(src, twins or [], reports, obj_dir, dev, cache, launcher, jobs, timeout_s)
+    tw = compile_twins(src, twins or [], reports, obj_dir, dev, cache, launcher, jobs, timeout_s, hb=hb)
+    if hb is not None:
+        hb.status("compiling the launch table and the launcher (host C++)")
     fatbins.update(tw["fatbins"])
     host = host_options(archs)
     table_host = dataclasses.replace(host, extra_flags=host.extra_flags + tw["flags"])

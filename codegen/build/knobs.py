@@ -15,6 +15,9 @@
     NVCC_PREPEND_FLAGS / NVCC_APPEND_FLAGS   read by nvcc itself: they change the output, so they
                            are cache-keyed (keyed_env)
     CUDA_HOME / CUDA_PATH  where to look for bin/nvcc after PATH
+    EXPS_CUDA_DIRS         where CUDA toolkits are installed, looked at last for bin/nvcc: globs
+                           separated by ':' (default /usr/local/cuda:/usr/local/cuda-*:/opt/cuda;
+                           empty: none)
     CXX                    the host compiler of the host check (default g++)
 
 `read()` re-reads the environment on every call (tests monkeypatch it); a malformed value raises
@@ -34,6 +37,8 @@ from pathlib import Path
 KEYED_ENV_VARS: tuple[str, ...] = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS")
 DEFAULT_CACHE_MAX_BYTES = 4 << 30
 DEFAULT_HEARTBEAT_S = 30.0
+#: where the CUDA toolkit's installers put it (of the `cuda-X.Y` dirs the newest first)
+DEFAULT_CUDA_DIRS = ("/usr/local/cuda", "/usr/local/cuda-*", "/opt/cuda")
 
 
 class KnobError(ValueError):
@@ -55,6 +60,7 @@ class Knobs:
     build_root: Path = Path("~/.cache/exps-codegen/builds")
     heartbeat_s: float = DEFAULT_HEARTBEAT_S
     cuda_homes: tuple[str, ...] = ()
+    cuda_dirs: tuple[str, ...] = DEFAULT_CUDA_DIRS
     cxx: str = "g++"
     device_prelude: bool = True
 
@@ -98,6 +104,8 @@ def read(env: Mapping[str, str] | None = None) -> Knobs:
         build_root=Path(env.get("EXPS_BUILD_ROOT") or os.path.join(cache_home, "exps-codegen", "builds")).expanduser(),
         heartbeat_s=_heartbeat(env.get("EXPS_HEARTBEAT_S")),
         cuda_homes=tuple(env[v] for v in ("CUDA_HOME", "CUDA_PATH") if env.get(v)),
+        cuda_dirs=DEFAULT_CUDA_DIRS if env.get("EXPS_CUDA_DIRS") is None
+        else tuple(x for x in env["EXPS_CUDA_DIRS"].split(":") if x),
         cxx=env.get("CXX") or "g++",
         device_prelude=env.get("EXPS_DEVICE_PRELUDE", "1").strip() != "0",
     )

@@ -60,6 +60,24 @@ def check_key(pk) -> int:
     return n
 
 
+def check_key_writable(pk) -> None:
+    """Every folder of the key that gets a `.so` can be written (not a read-only file system, not
+    another user's): one line naming the first such folder, before anything runs."""
+    sc = scan(Path(pk))
+    dirs = sorted({Path(p.so_path).parent for p in sc.placements} | {Path(b.so_path).parent for b in sc.broken})
+    bad = [d for d in dirs if not os.access(d, os.W_OK)]
+    if not bad:
+        return
+    try:
+        ro = bool(os.statvfs(bad[0]).f_flag & os.ST_RDONLY)
+    except OSError:
+        ro = False
+    why = "is on a read-only file system" if ro else "is not writable (permission denied)"
+    more = f" (and {len(bad) - 1} other folder(s) of it)" if len(bad) > 1 else ""
+    raise UserError(f"cannot place the .so files: {shown(bad[0])}{more} {why}; build a writable copy of "
+                    "the provingKey, or write the sources only (exps-codegen emit / doit emit)")
+
+
 def check_toolchain(arch: str) -> tuple[list[int], str]:
     """nvcc is there and the arch spec names archs it supports; returns (archs, a note or "")."""
     try:
@@ -104,8 +122,10 @@ def check_build_dir(build) -> None:
                         "free some space or choose another with build=DIR / --build-dir DIR")
 
 
-def check(s, need_nvcc: bool, need_key: bool = True, creates_build_dir: bool = True) -> list[str]:
-    """Every check a command needs; returns notes to print (e.g. the no-GPU arch note)."""
+def check(s, need_nvcc: bool, need_key: bool = True, creates_build_dir: bool = True,
+          places: bool = False) -> list[str]:
+    """Every check a command needs; returns notes to print (e.g. the no-GPU arch note). `places`:
+    the command writes `.so` files into the key (a build)."""
     notes: list[str] = []
     try:
         knobs.read()
@@ -113,6 +133,8 @@ def check(s, need_nvcc: bool, need_key: bool = True, creates_build_dir: bool = T
         raise UserError(str(e)) from None
     if need_key:
         check_key(s.pk)
+    if places:
+        check_key_writable(s.pk)
     if need_nvcc:
         archs, note = check_toolchain(s.arch)
         s._archs = archs

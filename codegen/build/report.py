@@ -5,15 +5,16 @@ every build and by `exps-codegen report PK`.
 report.json, format 1:
     {"format": 1, "tool": "exps-codegen", "emitter_version": str, "pk": str, "build_dir": str,
      "wall_s": float | null, "cpu_s": float | null,       # this run (null: rebuilt from stage files)
-     "totals": {"airs", "kernels_generated", "compiled", "placed", "skipped", "failed",
-                "tus", "cache_hits": int},
-     "airs": [{"air", "kernel", "result", "reason": str, "seconds": float}],
-     "kernels": [{"key": str, "airs": [str], "q_ops": int (after the IR passes), "q_ops_in": int,
+     "totals": {"airs", "kernels_generated", "compiled", "linked" (by this run), "placed",
+                "skipped", "bad_input", "failed" (the AIRs' state), "tus", "cache_hits": int},
+     "airs": [{"air", "kernel", "result", "reason": str (paths relative to the key), "seconds": float}],
+     "kernels": [{"key": str, "airs": [str], "q_ops": int (Q's operations as the JSON gives them:
+                  what cap compares), "ops_run": int (what its kernels run, after the IR passes),
                   "max_live": int (64-bit words live at once in Q, after the passes),
                   "exprs": int, "not_covered": int,
                   "chunks": int, "slots": int, "min_scratch": int,
-                  "chunking": {"how": "probed" | "fixed" | "estimated", "arch": int | null,
-                               "ops_per_chunk": int},
+                  "chunking": {"how": "probed" | "fixed" | "estimated" | "not probed" | "",
+                               "arch": int | null, "ops_per_chunk": int, "min_blocks": int},
                   "probes": [{"ops_per_chunk", "n_chunks", "slots", "regs": [int],
                               "spills" (bytes of the Q kernels that store more than
                               autotune.SPILL_SLACK_BYTES: the spills that rule the plan out),
@@ -33,6 +34,7 @@ from pathlib import Path
 from codegen import EMITTER_VERSION
 from codegen.build.actions import _write_json, read_json
 from codegen.build.cache import atomic_write
+from codegen.build.autotune import SPILL_SLACK_BYTES
 from codegen.emit import Q_KERNEL_RE, device_tus
 
 FORMAT = 1
@@ -42,6 +44,14 @@ def cpu_seconds() -> float:
     """User + system CPU of this process and its waited-for children so far."""
     s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+
+
+def _how(tune: dict) -> str:
+    """How the chunking was chosen; "not probed" for a kernel autotune never compiled a probe of."""
+    if not tune or tune.get("skip"):
+        return ""
+    how = tune.get("how", "probed")
+    return "not probed" if how == "probed" and not tune.get("probes") else how
 
 
 def regs_per_chunk(key: str, n_chunks: int, reports: dict) -> list[int]:
@@ -61,6 +71,7 @@ def collect(s, rows: list[dict], seconds: dict[str, float] | None = None,
     """The report of build `s` from its stage files, the summary rows (tasks.summary_rows) and
     this run's per-task seconds (doit task name -> seconds)."""
     from codegen.discover import kernels, scan
+    from codegen.tasks import shown_reason
     seconds = seconds or {}
     kmap = kernels(scan(s.pk).placements)
     ks = []
@@ -72,13 +83,14 @@ def collect(s, rows: list[dict], seconds: dict[str, float] | None = None,
         n_chunks = int(plan.get("chunks", 0) or 0)
         ks.append({
             "key": key, "airs": [p.rel for p in ps],
-            "q_ops": int(man.get("q_ops", ir.get("q_ops", 0)) or 0), "q_ops_in": int(ir.get("q_ops", 0) or 0),
+            "q_ops": int(ir.get("q_ops", 0) or 0), "ops_run": int(man.get("q_ops", 0) or 0),
             "max_live": int(man.get("max_live", 0) or 0),
             "exprs": int(man.get("exprs", 0) or 0), "not_covered": len(ir.get("skipped_exprs", [])),
             "chunks": n_chunks, "slots": int(plan.get("slots", 0) or 0),
             "min_scratch": int(man.get("min_scratch", 0) or 0),
-            "chunking": {"how": tune.get("how", "probed"), "arch": tune.get("arch"),
-                         "ops_per_chunk": int(tune.get("ops_per_chunk", 0) or 0)},
+            "chunking": {"how": _how(tune), "arch": tune.get("arch"),
+                         "ops_per_chunk": int(tune.get("ops_per_chunk", 0) or 0),
+                         "min_blocks": int(tune.get("min_blocks", 0) or 0)},
             "probes": tune.get("probes", []),
             "regs_per_chunk": regs_per_chunk(key, n_chunks, objs.get("reports", {})),
             "spill_bytes": int(objs.get("spill_bytes", 0) or 0),
@@ -87,7 +99,7 @@ def collect(s, rows: list[dict], seconds: dict[str, float] | None = None,
             "compiled": bool(objs.get("objects")) and not objs.get("skip"),
             "stage_seconds": {b: round(seconds.get(f"{s.stage(b)}:{key}", 0.0), 3)
                               for b in ("ir", "tune", "emit", "cc")},
-            "skip": ir.get("air_skip") or tune.get("skip") or man.get("skip") or "",
+            "skip": shown_reason(s, ir.get("air_skip") or tune.get("skip") or man.get("skip") or ""),
         })
     n = lambda res: sum(r["result"] == res for r in rows)   # noqa: E731
     return {
@@ -95,9 +107,12 @@ def collect(s, rows: list[dict], seconds: dict[str, float] | None = None,
         "pk": str(s.pk), "build_dir": str(s.build),
         "wall_s": None if wall_s is None else round(wall_s, 3),
         "cpu_s": None if cpu_s is None else round(cpu_s, 3),
-        "totals": {"airs": len(rows), "kernels_generated": sum(1 for k in ks if k["tus"] and not k["skip"]),
-                   "compiled": sum(1 for k in ks if k["compiled"]),
-                   "placed": n("placed"), "skipped": n("skipped"), "failed": n("failed"),
+        "totals": {"airs": len(rows),
+                   "kernels_generated": len({r["kernel"] for r in rows if r.get("generated_now")}),
+                   "compiled": len({r["kernel"] for r in rows if r.get("compiled_now")}),
+                   "linked": sum(1 for r in rows if r.get("linked_now")),
+                   "placed": n("placed"), "skipped": n("skipped"), "bad_input": n("bad input"),
+                   "failed": n("failed"),
                    "tus": sum(k["tus"] for k in ks), "cache_hits": sum(k["cache_hits"] for k in ks)},
         "airs": [{"air": r["air"], "kernel": r["kernel"], "result": r["result"],
                   "reason": r["reason"] or "", "seconds": round(float(r["seconds"]), 3)} for r in rows],
@@ -156,33 +171,49 @@ def render_html(rep: dict) -> str:
     regs = [(f"{k['key']} c{i}", r) for k in ks for i, r in enumerate(k["regs_per_chunk"])][:60]
     pts = [(k["key"], k["q_ops"], round(sum(k["stage_seconds"].values()), 2)) for k in ks if k["q_ops"]]
     air_rows = [[a["air"], a["kernel"], a["result"], f"{a['seconds']:.1f}", a["reason"]] for a in rep["airs"]]
-    k_rows = [[k["key"], k["q_ops"], k["max_live"], k["chunks"], k["slots"], k["exprs"], k["not_covered"],
-               "\u2014" if k["skip"] else f"{k['chunking']['how']} {k['chunking']['ops_per_chunk'] or 'single'}"
-               + (f" (sm_{k['chunking']['arch']})" if k["chunking"]["arch"] else ""),
+    def chunking(c: dict) -> str:
+        what = f"{c['ops_per_chunk']} ops per chunk" if c["ops_per_chunk"] else "one kernel"
+        what += f", {c['min_blocks']} blocks per SM" if c.get("min_blocks") else ""
+        return f"{c['how']}: {what}" + (f" (sm_{c['arch']})" if c["arch"] else "")
+
+    def chosen(k: dict, p: dict) -> bool:
+        c = k["chunking"]
+        return p.get("ops_per_chunk") == c["ops_per_chunk"] and int(p.get("min_blocks") or 0) == c.get("min_blocks", 0)
+
+    k_rows = [[k["key"], k["q_ops"], k["ops_run"], k["max_live"], k["chunks"], k["slots"], k["exprs"],
+               k["not_covered"], "\u2014" if k["skip"] else chunking(k["chunking"]),
                len(k["probes"]), max(k["regs_per_chunk"] or [0]), len(k["bounded"]), k["spill_bytes"],
                f"{k['cache_hits']}/{k['tus']}",
                " ".join(f"{b} {v:.1f}" for b, v in k["stage_seconds"].items()), k["skip"]] for k in ks]
-    probe_rows = [[k["key"], p.get("ops_per_chunk") or "single", p.get("n_chunks"), p.get("slots"),
-                   max(p.get("regs") or [0]), p.get("spills"),
-                   "spills" if p.get("cost") is None else f"{p['cost']:.0f}",
-                   "yes" if p.get("ops_per_chunk") == k["chunking"]["ops_per_chunk"] else ""]
+    probe_rows = [[k["key"], p.get("ops_per_chunk") or "one kernel", p.get("min_blocks") or "",
+                   p.get("n_chunks"), p.get("slots"), max(p.get("regs") or [0]), p.get("spills"),
+                   "ruled out: spills" if p.get("cost") is None else f"{p['cost']:.0f}",
+                   "yes" if chosen(k, p) else ""]
                   for k in ks for p in k["probes"]]
     wall = "" if rep["wall_s"] is None else f"{rep['wall_s']:.1f} s wall, {rep['cpu_s']:.1f} s CPU; "
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>exps-codegen build report</title>
 <style>body{{font-family:sans-serif;margin:2em;max-width:1200px}}table{{border-collapse:collapse;margin:1em 0}}
 td,th{{border:1px solid #bbb;padding:2px 6px;font-size:12px;text-align:left}}th{{background:#eee}}
-figure{{margin:1em 0}}</style></head><body>
+figure{{margin:1em 0}}.note{{font-size:12px;color:#444;max-width:900px}}</style></head><body>
 <h1>exps-codegen build report</h1>
 <p id="summary">{html.escape(rep['pk'])} &rarr; {html.escape(rep['build_dir'])}<br>
 {wall}{t['airs']} AIRs: {t['kernels_generated']} kernels generated, {t['compiled']} compiled,
-{t['placed']} .so placed, {t['skipped']} skipped, {t['failed']} failed; {t['cache_hits']} of {t['tus']}
+{t.get('linked', 0)} .so linked by this run; {t['placed']} .so placed, {t['skipped']} skipped,
+{t.get('bad_input', 0)} bad input, {t['failed']} failed; {t['cache_hits']} of {t['tus']}
 translation units from the object cache. Emitter {html.escape(rep['emitter_version'])}.</p>
 <h2>AIRs</h2>{_table(["AIR", "kernel", "result", "s", "reason"], air_rows)}
-<h2>Kernels</h2>{_table(["kernel", "Q ops", "max live words", "chunks", "slots", "exprs", "not cov.", "chunking", "probes",
-                         "max regs", "bounded chunks", "spill B", "cache hits", "stage seconds", "skip"], k_rows)}
-<h2>Autotune probes</h2>{_table(["kernel", "ops/chunk", "kernels", "slots", "max regs", "spill B (ruling out)",
-                                  "model cost", "chosen"], probe_rows)}
+<h2>Kernels</h2>{_table(["kernel", "Q ops", "ops run", "max live words", "chunks", "slots", "exprs", "not cov.",
+                         "chunking", "probes", "max regs", "bounded chunks", "spill B", "cache hits",
+                         "stage seconds", "skip"], k_rows)}
+<p class="note">Q ops: the operations of the quotient expression as the JSON gives them (what cap
+compares); ops run: what its kernels run after the IR passes (values recomputed across chunk cuts
+count again). spill B: the bytes ptxas spilled, over every function and arch of the kernel's device
+TUs. Autotune keeps a chunking only where no Q kernel stores more than {SPILL_SLACK_BYTES} B on the
+arch it probes (a word ptxas spills to fit one more block per SM runs faster than a cut), so a few
+bytes here are those words, or an arch that was compiled but not probed.</p>
+<h2>Autotune probes</h2>{_table(["kernel", "ops/chunk", "blocks per SM", "kernels", "slots", "max regs",
+                                  "spill B (ruling out)", "model cost", "chosen"], probe_rows)}
 <h2>Plots</h2>
 {_bars("build seconds per kernel (this run)", kernel_time, "s")}
 {_bars("registers per Q chunk (ptxas, most over archs)", regs, "regs")}
@@ -212,4 +243,9 @@ def rebuild(s) -> dict:
     for r in rows:
         r["seconds"] = by_air.get(r["air"], 0.0)
     rep = collect(s, rows, secs, old.get("wall_s"), old.get("cpu_s"))
+    last = old.get("totals") or {}          # what the last run did; without its report, the build dir
+    t = rep["totals"]
+    t["kernels_generated"] = int(last.get("kernels_generated", sum(1 for k in rep["kernels"] if k["tus"] and not k["skip"])))
+    t["compiled"] = int(last.get("compiled", sum(1 for k in rep["kernels"] if k["compiled"])))
+    t["linked"] = int(last.get("linked", t["placed"]))
     return rep

@@ -131,8 +131,18 @@ def _pip_nvcc_candidates() -> Iterator[Path]:
             yield Path(hit)
 
 
+def _installed_nvcc_candidates() -> Iterator[Path]:
+    """bin/nvcc of the CUDA toolkit's standard install dirs (EXPS_CUDA_DIRS), newest first."""
+    def version(p: str) -> tuple[int, ...]:
+        return tuple(int(x) for x in re.findall(r"\d+", Path(p).name))
+    for pattern in knobs().cuda_dirs:
+        for d in sorted(glob.glob(pattern), key=version, reverse=True):
+            yield Path(d) / "bin" / "nvcc"
+
+
 def find_nvcc() -> Path:
-    """Locate nvcc: ``$EXPS_NVCC``, PATH, ``$CUDA_HOME/bin``, ``$CUDA_PATH/bin``, pip wheel."""
+    """Locate nvcc: ``$EXPS_NVCC``, PATH, ``$CUDA_HOME/bin``, ``$CUDA_PATH/bin``, pip wheel, then
+    the toolkit's standard install dirs ($EXPS_CUDA_DIRS: /usr/local/cuda, ...)."""
     k = knobs()
     if k.nvcc:
         hit = shutil.which(k.nvcc)
@@ -150,10 +160,13 @@ def find_nvcc() -> Path:
     for cand in _pip_nvcc_candidates():
         if os.access(cand, os.X_OK):
             return cand.resolve()
+    for cand in _installed_nvcc_candidates():
+        if os.access(cand, os.X_OK) and cand.is_file():
+            return cand.resolve()
     raise ToolchainError(
-        "nvcc not found (looked at $EXPS_NVCC, PATH, $CUDA_HOME/bin, $CUDA_PATH/bin and pip's "
-        "nvidia/*/bin/nvcc). Install the CUDA toolkit (>= 12) or `pip install nvidia-cuda-nvcc`, "
-        "or set EXPS_NVCC=/path/to/nvcc (or CUDA_HOME).")
+        "nvcc not found (looked at $EXPS_NVCC, PATH, $CUDA_HOME/bin, $CUDA_PATH/bin, pip's "
+        "nvidia/*/bin/nvcc and /usr/local/cuda*/bin, /opt/cuda/bin). Install the CUDA toolkit (>= 12) "
+        "or `pip install nvidia-cuda-nvcc`, or set EXPS_NVCC=/path/to/nvcc (or CUDA_HOME).")
 
 
 @dataclasses.dataclass(frozen=True)
