@@ -210,6 +210,13 @@ def _link_action(s: Settings, rel, objs_json, so_path, stamp):
     return True
 
 
+def _bad_input_allowed(objs_json: str, allowed: bool) -> bool:
+    """A link task's up-to-date check: an AIR of bad input is never up to date for a run that does
+    not allow bad input (its link fails again and says so), whatever an earlier run allowed."""
+    skip = (actions.read_json(Path(objs_json)) or {}).get("skip") or ""
+    return allowed or not skip.startswith(BAD_INPUT)
+
+
 def _refused_action(rel: str, reason: str) -> bool:
     """An AIR discovery refused (an unreadable or unsafe file): bad input, fails the build."""
     log.error("%s: %s", rel, reason)
@@ -315,7 +322,8 @@ def exps_tasks(s: Settings, emit_only: bool = False):
             yield {"basename": s.stage("link"), "name": p.rel, "doc": shown(p.so_path),
                    "actions": [(_link_action, [s, p.rel, str(objs), str(p.so_path), str(stamp)])],
                    "file_dep": [str(objs)], "targets": [str(stamp)],
-                   "uptodate": [(actions.link_uptodate, [str(stamp), str(p.so_path)])],
+                   "uptodate": [(actions.link_uptodate, [str(stamp), str(p.so_path)]),
+                                (_bad_input_allowed, [str(objs), s.allow_bad_input])],
                    "clean": [(_clean_so, [str(p.so_path), str(stamp)])]}
 
 

@@ -189,6 +189,36 @@ def test_bad_input_builds_the_rest_and_exits_1_unless_allowed(kit, front) -> Non
     assert bk.so_files(kit.pk) == {SHARED1, SHARED2}
 
 
+EMBEDDED = """from codegen.tasks import Settings, exps_tasks
+
+def task_kernels():
+    yield from exps_tasks(Settings(pk={pk!r}, build={build!r}, arch="90", chunk=0, allow_bad_input={allow}))
+"""
+
+
+@needs_nvcc
+def test_an_embedded_build_fails_on_bad_input_whatever_an_earlier_run_allowed(kit) -> None:
+    """A pipeline's own dodo.py (doit's own reporter, our tasks; `--continue` so that the other AIRs
+    build past a failure): an AIR of bad input fails its link task, so `doit exps` exits non-zero; a
+    run that allows bad input passes; a later run that does not allow it fails again (the link task
+    is not up to date for it), with no compile."""
+    (kit.pk / (TINY + ".expressionsinfo.json")).write_text('{"broken')
+
+    def embedded(allow: bool) -> subprocess.CompletedProcess:
+        dodo = kit.root / f"embed_{allow}.py"
+        dodo.write_text(EMBEDDED.format(pk=str(kit.pk), build=str(kit.build), allow=allow))
+        return bk.run([sys.executable, "-m", "doit", "-f", str(dodo), "-d", str(kit.root), "--continue", "exps"], kit.root,
+                      kit.env(PYTHONPATH=str(bk.REPO)), 600, kit.root)
+    first = embedded(False)
+    assert first.returncode != 0 and "Traceback" not in first.stdout + first.stderr, first.stdout + first.stderr
+    assert bk.so_files(kit.pk) == {SHARED1, SHARED2}
+    assert embedded(True).returncode == 0
+    kit.reset_log()
+    again = embedded(False)
+    assert again.returncode != 0 and "bad input" in again.stdout + again.stderr, again.stdout + again.stderr
+    assert kit.calls().compiles == [] and bk.so_files(kit.pk) == {SHARED1, SHARED2}
+
+
 # ---------------------------------------------------------------------------- Q ops, cap, status
 @needs_nvcc
 def test_one_q_ops_and_status_after_a_capped_build(kit) -> None:
