@@ -137,7 +137,7 @@ def test_non_utf8_air_inside_the_key_is_refused_the_others_build(env: Env, warm)
     assert sorted(_so_files(pk)) == sorted(BUILT)
     assert "synth/Basic/airs/T\\xffny/air/Tiny" in out and "refused: path is not valid UTF-8" in out, out
     assert "1 refused" in out, out
-    assert rc == 0, out
+    assert rc == 1, out         # a refused AIR is bad input: the others build, the run says so
 
 
 # ============================================================== unreadable or vanished AIRs
@@ -183,7 +183,7 @@ def test_unreadable_air_loses_its_so(env: Env, make, why: str) -> None:
     # the summary keeps a row for the AIR (a refused one now), and so does status
     [row] = [ln for ln in out.splitlines() if ln.startswith(TINY + " ")]
     assert "refused" in row and f"unreadable: {why}" in row, out
-    assert rc == 0, out
+    assert rc == 1, out         # a refused AIR is bad input: the others build, the run says so
     rc, out = env.run("status", pk, build, timeout=120)
     [row] = [ln for ln in out.splitlines() if ln.startswith(TINY + " ")]
     assert "refused" in row and f"unreadable: {why}" in row, out

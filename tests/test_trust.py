@@ -159,8 +159,8 @@ def _race(tmp_path: Path, refs, seed: int, swaps: int, in_place: bool, builds: i
         out, err = proc.communicate(timeout=600)
         assert "Traceback" not in out + err, out + err
         assert proc.returncode in (0, 1), out + err
-        if proc.returncode == 1:      # the build saw an AIR change under it, and said so
-            assert "changed while the build ran" in out, out + err
+        if proc.returncode == 1:      # the build saw an AIR change under it (or read it torn), and said so
+            assert "changed while the build ran" in out or "bad input" in out, out + err
         _check_settled(pk, env, refs, now[0])
     # the next build, with nothing moving, makes every AIR current: the .so of the JSON on disk
     p = _cli("build", pk, "--arch", "90", "--chunk", "0", env=env)
