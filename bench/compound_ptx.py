@@ -5,8 +5,8 @@ the C composition calls them, in ONE asm statement: the same instructions, so th
 
 Why: cicc's time grows with the number of asm statements in a function (each is opaque to it), and
 a multi-output asm costs it more than a single-output one: a chain of 400 gl3_mul_v with the
-accumulation in eight two-output statements took cicc 4.9 s, with it in one statement 2.1 s, the
-same SASS (host, nvcc 13.0, issue #15). ptxas sees the same instructions either way.
+accumulation in eight two-output statements takes cicc 4.9 s, with it in one statement 2.1 s, the
+same SASS (host, nvcc 13.0). ptxas sees the same instructions either way.
 
 `render()` is the text between the markers; tests/test_acc.py checks that the header holds exactly
 it and runs every form through codegen.check.ptxsim against the primitives and the oracle.

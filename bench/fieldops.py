@@ -13,7 +13,7 @@ Check: every op (gl_add, gl_sub, gl_mul, gl_neg, gl3_mul, gl3_mul31, gl3_add, gl
 --n-inv) on --n (default 2^24) operand pairs, of which the first are every ordered pair of EDGE
 (and, for the extension ops, every pair placed at every pair of components), the rest a mix of
 uniform words, edge values and their neighbours, small integers, 0/1 and words with a 0 / 1 / EPS
-low half; every variant compared word for word with the numpy oracle (codegen/gl64.py).
+low half; every variant compared word for word with the numpy oracle (codegen/check/gl64.py).
 
 Bench: each op in registers (bench_k in fieldops.cu), --reps timed launches of SMs x 8 blocks x
 256 threads, median; base-field multiplications per second (3x3 = 6, 3x1 = 3) or adds/subs per

@@ -849,7 +849,7 @@ def bench_air(g: Gpu, ilib: ctypes.CDLL, air: Air, a, bandwidth: float, interp_r
     if p_use is not None and chunked:     # single kernels take no scratch: same as above
         fits = gen.min_scratch <= p_use
         # this tree's launcher tops the prover's scratch up (EXPS_SCRATCH_MB); timed synced, so the
-        # allocation is paid every run; and without the top-up (EXPS_SCRATCH_MB=0), as before it
+        # allocation is paid every run; and without the top-up (EXPS_SCRATCH_MB=0): the prover's scratch alone
         t_gp = g.time(run_gen_p, a.warmup, a.reps, n_sets, synced=True) if fits else []
         with no_topup():
             t_gn = g.time(run_gen_p, a.warmup, a.reps, n_sets, synced=True) if fits else []

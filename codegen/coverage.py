@@ -15,9 +15,9 @@ log = logging.getLogger("exps_codegen")
 
 CAP = None         # no limit on Q ops (chunking builds any Q); a number: skip AIRs above it (cap= / --cap)
 EXPR_CAP = 512     # trace-domain expressions above this: not covered
-#: scratch slots above this: the AIR is skipped. Not a limit in practice (the original's 1000 stopped
+#: scratch slots above this: the AIR is skipped. Not a limit in practice (the original's 1000 stops
 #: large Qs): the prover itself falls back to the interpreter when exps_min_scratch() exceeds the
-#: scratch it has (spec §5), so a kernel that needs more can never write out of bounds (issue #15)
+#: scratch it has (spec §5), so a kernel that needs more can never write out of bounds
 SLOTS_CAP = 1 << 20
 
 

@@ -1,4 +1,4 @@
-"""IR passes on the Q expression: fewer ops, the same words (issue #13).
+"""IR passes on the Q expression: fewer ops, the same words.
 
 Every op is a deterministic function of its operands' raw words (spec §1), and a leaf is a load of
 an input that no kernel writes while it runs, so:

@@ -1,13 +1,13 @@
 """Rematerialization across chunk cuts: recompute a cheap value where a later chunk reads it
-instead of storing it to scratch and loading it there (issue #13).
+instead of storing it to scratch and loading it there.
 
 A chunked Q moves every value that crosses a cut through scratch: a store after its definition and
 a load in each later chunk that reads it, 8 bytes each way per word and row, from and to DRAM (a
 wave's slots do not fit in L2). On the sample's Large that is ~2,000 words per row beside ~1,600
-column loads, and Nsight Compute shows its light chunks DRAM-bound (bench/ncu_chunks.sh,
-docs/BENCHMARKS.md). About half of those loads are of values whose operands are all leaves
-(`col + challenge`, `col * const`, `1 - sel`): a chunk that reads one recomputes it from its leaves,
-which it mostly loads anyway, for one op. Ops are deterministic functions of their operands' words
+column loads, and Nsight Compute shows its light chunks DRAM-bound (the command under "Profiling
+a kernel" in bench/README.md). About half of those loads are of values whose operands are all
+leaves (`col + challenge`, `col * const`, `1 - sel`): a chunk that reads one recomputes it from its
+leaves, which it mostly loads anyway, for one op. Ops are deterministic functions of their operands' words
 and leaves are inputs no kernel writes, so the copy has the original's words (spec §1).
 
 `remat(ir, plan)` gives a new IR and the plan of the same chunks over it: in each chunk, a copy of
@@ -15,8 +15,9 @@ each such value right before its first use there; the original stays where it wa
 own chunk reads it, and goes (with its store) if not. The last op is still the result. Not
 recomputed: 3x3 products (6 multiplications and ~200 instructions each) and, at `DEPTH` 1, values
 with a value operand (their operands would have to cross the cut instead, or be recomputed too).
-H200, same run as 0.13.0: Intermediates 1.07x (1.09x at the prover's scratch), Large 1.07x,
-Medium 1.02x, ConnectionNew 0.99x; docs/BENCHMARKS.md "Session 8"."""
+With it against without on the H200, same run: Intermediates 1.07x (1.09x at the prover's
+scratch), Large 1.07x, Medium 1.02x, ConnectionNew 0.99x (`bench/run.py --before` on the two
+builds)."""
 from __future__ import annotations
 
 from codegen.ir import KernelIR, Op, Val
@@ -27,8 +28,9 @@ from codegen.plan import Plan, plan_chunks
 KEEP_STORED = frozenset({("mul", "33")})
 #: how deep a recomputed value's own operands may be recomputed with it: 1 = leaf-only ops; 2 =
 #: also ops over leaves and leaf-only values (each such operand copied once per chunk). 1: on the
-#: H200 (session 8, same run, ample scratch) depth 2 ran ConnectionNew 0.97x and nothing faster
-#: (Large 0.995x, though 1.03x at the prover's scratch: 45 slots instead of 103)
+#: H200 (same run, ample scratch) depth 2 runs ConnectionNew 0.96-0.97x and nothing faster (Large
+#: 0.995x, though 1.03x at the prover's scratch: 45 slots instead of 103; docs/BENCHMARKS.md,
+#: "Levers tried and rejected")
 DEPTH = 1
 
 

@@ -97,7 +97,7 @@ extern const exps_desc exps_kernel __attribute__((visibility("hidden")));
 
 // Rows per thread of the inverse modes' expression launches (gen_common.cuh's batched inverses,
 // which includes this header, and the launcher's grid: one definition for both; a bench A/B
-// defines it before every file of the kernel, bench/inv_rows_round.sh).
+// defines it before every file of the kernel). 8: docs/BENCHMARKS.md, "Levers tried and rejected".
 #ifndef EXPS_INV_ROWS
 #define EXPS_INV_ROWS 8
 #endif

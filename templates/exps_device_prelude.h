@@ -1,14 +1,14 @@
-// exps-codegen: the device prelude (issue #15). A device-only compile (`nvcc -c -fatbin` / `-cubin`
+// exps-codegen: the device prelude. A device-only compile (`nvcc -c -fatbin` / `-cubin`
 // of a generated TU) sees this file as `cuda_runtime.h`: nvcc force-includes that name
 // (`-include cuda_runtime.h` in its preprocessing step) and gen_common.cuh includes it, and both
 // find this one first (`-Iexps_prelude`, a directory of the compile's work dir). The full header is
 // ~37,000 lines (the runtime API, every math and intrinsic declaration, the C++ library), which
-// cost ~0.2 s of gcc and cicc on every compile; the device code of a generated TU needs only the
+// costs ~0.2 s of gcc and cicc on every compile; the device code of a generated TU needs only the
 // CUDA keywords, the built-in variables and the three intrinsics below.
 //
 // The words stay nvcc's: a build uses this prelude only after `codegen/build/prelude.py` has
 // compiled a probe TU with it and with the full header and got the same bytes (otherwise, e.g.
-// another CUDA release, every compile includes the full header as before), and
+// another CUDA release, every compile includes the full header), and
 // tests/test_prelude.py compiles real kernels both ways and compares the fatbins byte for byte.
 #ifndef EXPS_DEVICE_PRELUDE_H
 #define EXPS_DEVICE_PRELUDE_H

@@ -4,8 +4,8 @@
 // `exps_kernel` (exps_abi.h), which the kernel's <key>_abi.cpp defines. Not a template: the same
 // text for every kernel, so a build compiles it once (object cache) and links it into every .so.
 //
-// The kernels are device code only (nvcc -fatbin: no host pass, no per-kernel host stubs; issue
-// #15), embedded in the table, one fatbin per device TU. The first call that launches anything in
+// The kernels are device code only (nvcc -fatbin: no host pass, no per-kernel host stubs),
+// embedded in the table, one fatbin per device TU. The first call that launches anything in
 // a process loads them (cudaLibraryLoadData) and looks every kernel up (cudaLibraryGetKernel),
 // once, under a lock; a launch is then one cudaLaunchKernel of a looked-up cudaKernel_t. Library
 // and kernel handles are context-independent: any host thread, stream or device may launch them.
@@ -314,7 +314,7 @@ uint64_t single_grid(const Loaded* l, uint64_t NExt) {
 // the launcher takes its own scratch for one wave of up to that many blocks, stream-ordered
 // (cudaMallocAsync before its kernels, cudaFreeAsync after them on the same stream: no other launch
 // can see it), at most EXPS_SCRATCH_MB MiB (environment; default EXPS_TOPUP_MB, 0: never). If the
-// allocation fails, the given scratch is used as before.
+// allocation fails, the launch runs on the given scratch alone.
 #define EXPS_TOPUP_BLOCKS 2048ull
 #define EXPS_TOPUP_MB 512ull
 uint64_t exps_topup_bytes(void) {

@@ -21,10 +21,10 @@
 typedef struct CUstream_st* cudaStream_t;
 #endif
 // The field inverses (gl_inv, gl3_inv) only: out of line on the device, so that cicc optimizes them
-// once per TU instead of once per expression kernel (issue #15). They are `inline` (one definition
+// once per TU instead of once per expression kernel. They are `inline` (one definition
 // per TU, merged by the host linker), not `static`: nvcc names a device function of internal linkage
-// after its compile's pid-derived temp file (`_INTERNAL_<hash>_...`), which made two builds of one
-// key differ byte for byte in the .so's device code (tests/test_shared_cache.py). ptxas still
+// after its compile's pid-derived temp file (`_INTERNAL_<hash>_...`), which would make two builds of
+// one key differ byte for byte in the .so's device code (tests/test_shared_cache.py). ptxas still
 // copies a callee into every kernel that calls it (whole-program mode), so the device form of
 // the squaring loop in gl_sqrn_mul is also kept rolled: ~18 multiplies of code instead of ~90.
 // The host form (g++, and nvcc's host pass) stays inline.
@@ -78,12 +78,13 @@ EXPS_HD uint64_t gl_sub_portable(uint64_t a, uint64_t b) {
 #ifdef EXPS_DEVICE_PTX
 // The device forms are written for the H100/H200's two integer pipes: IADD3/ISETP/SEL/LOP3 issue
 // to the ALU pipe and IMAD* to the FMA pipe, each at half a warp instruction per clock, so an op
-// that is all ALU costs twice its instruction count. The v0.4 forms were ALU-bound (gl_add 9 ALU +
-// 1 FMA, 1.84 T adds/s on the H200 = the ALU pipe's rate). In the forms below the carries taken as
-// values (madc) and the plain adds of a carry run as IMAD / IMAD.X with an opaque 1 (exps_k1:
-// ptxas cannot fold it, so it cannot turn them back into IADD3), and the carry chains stay on the
-// ALU pipe. The words are the portable forms' exactly (tests/test_ptx_forms.py runs this PTX
-// through codegen/check/ptxsim.py; bench/fieldops.py checks the compiled forms on a GPU).
+// that is all ALU costs twice its instruction count: a gl_add of 9 ALU + 1 FMA instructions is
+// ALU-bound (1.84 T adds/s on the H200 = the ALU pipe's rate; the form below: docs/BENCHMARKS.md,
+// "Field ops"). In the forms below the carries taken as values (madc) and the plain adds of a carry
+// run as IMAD / IMAD.X with an opaque 1 (exps_k1: ptxas cannot fold it, so it cannot turn them back
+// into IADD3), and the carry chains stay on the ALU pipe. The words are the portable forms' exactly
+// (tests/test_ptx_forms.py runs this PTX through codegen/check/ptxsim.py; bench/fieldops.py checks
+// the compiled forms on a GPU).
 // exps_k1() = (gridDim.z >> 16) + 1 = 1 for every launch (gridDim.z <= 65535).
 __device__ __forceinline__ uint32_t exps_k1(void) { return (gridDim.z >> 16) + 1u; }
 
@@ -110,9 +111,10 @@ __device__ __forceinline__ uint64_t gl_canon_dev(uint64_t a) {
 
 // a + b = canon(a) + b, then s + c * EPS = s - c + (c << 32) with the carry c as a value (madc:
 // IMAD.X) and the high word's + c as an IMAD (s <= p - 2 when c = 1: no wrap). 6 ALU + 5 FMA
-// instructions (the v0.4 form: 9 + 1). A form whose fix-up is one IMAD.WIDE (4 + 6) measured
-// no faster in full kernels and took up to 60% more registers in some (emitter 0.5.0 on the H200,
-// docs/BENCHMARKS.md). Each carry is read by the same kind of op that set it.
+// instructions (with the carries on the ALU: 9 + 1). A form whose fix-up is one IMAD.WIDE (4 + 6)
+// is no faster in full kernels and takes up to 60% more registers in some (H200;
+// docs/BENCHMARKS.md, "Levers tried and rejected"). Each carry is read by the same kind of op that
+// set it.
 __device__ __forceinline__ uint64_t gl_add(uint64_t a, uint64_t b) {
     const uint64_t ca = gl_canon_dev(a);
     uint64_t r;
@@ -134,7 +136,7 @@ __device__ __forceinline__ uint64_t gl_add(uint64_t a, uint64_t b) {
 
 // a - b: a < EPS iff a - EPS borrows (m = -[a < EPS]); a + p = (lo + 1, 2^32 - 1) = (lo - m, hi + m)
 // as hi = 0 there; then d = ap - b with the borrow as a mask, and d - borrow * EPS (= ap - b + p
-// >= 1 when borrowed, as ap >= EPS: no wrap). 7 ALU + 3 FMA (the v0.4 form: 8 + 2).
+// >= 1 when borrowed, as ap >= EPS: no wrap). 7 ALU + 3 FMA (with the carries on the ALU: 8 + 2).
 __device__ __forceinline__ uint64_t gl_sub(uint64_t a, uint64_t b) {
     uint64_t r;
     asm("{\n\t"
@@ -189,15 +191,15 @@ EXPS_HD uint64_t gl_mul_portable(uint64_t a, uint64_t b) {
 
 #ifdef EXPS_DEVICE_PTX
 // Device: the 128-bit product (r0, r1, r2, r3) from four 32x32 partial products with carry chains,
-// then the reduction above in the other order (issue #13): d = lo - hh first (borrow b, kept as -b),
-// then s = d + hl * EPS as one wide multiply-add (carry c), so that Y = lo + hl * EPS - hh = s +
+// then the reduction above in the other order: d = lo - hh first (borrow b, kept as -b), then
+// s = d + hl * EPS as one wide multiply-add (carry c), so that Y = lo + hl * EPS - hh = s +
 // (c - b) * 2^64 and k = c - b is one IADD3.X of both carries (ptxas folds -b + c into it: no SEL);
-// r = s + k * EPS = s - sext(k) + (k << 32) as before. ptxas gives the accumulator pairs without a MOV:
-// 15 SASS instructions, 3 IMAD.WIDE + 2 IMAD.HI + 2 IMAD + 8 ALU (the form of 0.5.0: 18, of which
-// 4 IMAD.WIDE + 1 IMAD.HI + 1 IMAD + 12 ALU, 3 of them MOVs; it and the other candidate are in
-// bench/baseline/gl_mul_variants.cuh). Same words: r = Y - k * p with k = floor(Y / 2^64) in both
-// orders (tests/test_ptx_forms.py; bench/fieldops.py on a GPU).
-#ifndef EXPS_GL_MUL_DEFINED   // bench/baseline/gl_mul_variants.cuh defines the measured alternatives
+// r = s + k * EPS = s - sext(k) + (k << 32) as above. ptxas gives the accumulator pairs without a MOV:
+// 15 SASS instructions, 3 IMAD.WIDE + 2 IMAD.HI + 2 IMAD + 8 ALU (in the order above: 18, of which
+// 4 IMAD.WIDE + 1 IMAD.HI + 1 IMAD + 12 ALU, 3 of them MOVs; `bench/sass_pipes.py probe [FILE.cu]`
+// counts either). Same words: r = Y - k * p with k = floor(Y / 2^64) in both orders
+// (tests/test_ptx_forms.py; bench/fieldops.py on a GPU).
+#ifndef EXPS_GL_MUL_DEFINED   // a bench A/B defines it and a gl_mul of its own
 __device__ __forceinline__ uint64_t gl_mul(uint64_t a, uint64_t b) {
     uint64_t r;
     asm("{\n\t"
@@ -273,7 +275,7 @@ EXPS_HD gl3 gl3_sub31(gl3 a, uint64_t b) { return gl3_make(gl_sub(a.v0, b), a.v1
 EXPS_HD gl3 gl3_rsub31(gl3 a, uint64_t b) { return gl3_make(gl_sub(b, a.v0), gl_neg(a.v1), gl_neg(a.v2)); }
 
 #ifdef EXPS_DEVICE_PTX
-// one asm statement each (codegen/check/compound_ptx.py; defined with the accumulators' below)
+// one asm statement each (bench/compound_ptx.py; defined with the accumulators' below)
 __device__ __forceinline__ gl3 gl3_mul_ptx(gl3 a, gl3 b, uint64_t A01, uint64_t A02, uint64_t A12, uint64_t B01,
                                        uint64_t B02, uint64_t B12, uint32_t K1, uint32_t KE);
 __device__ __forceinline__ gl3 gl3_mul31_ptx(gl3 a, uint64_t b);
@@ -356,9 +358,9 @@ struct ExpsCtx {
 #define EXPS_LD(p) (*(p))
 #endif
 
-// The smallest lg with 2^lg >= D (D <= 2^63), as one count-leading-zeros instead of a loop: the
-// loop ran once per warp on the uniform datapath, ~8 instructions x log2(D) iterations, which at one
-// row per thread is a few percent of a small kernel's issue slots.
+// The smallest lg with 2^lg >= D (D <= 2^63), as one count-leading-zeros instead of a loop: a
+// loop runs once per warp on the uniform datapath, ~8 instructions x log2(D) iterations, which at
+// one row per thread is a few percent of a small kernel's issue slots.
 EXPS_HD unsigned exps_log2_ceil(uint64_t D) {
 #ifdef __CUDA_ARCH__
     return D <= 1 ? 0u : 64u - (unsigned)__clzll((long long)(D - 1));
@@ -522,8 +524,8 @@ EXPS_HD gl3_acc gl3_acc_w(gl3 w) { return gl3_acc_make(gl_acc_w(w.v0), gl_acc_w(
 
 // The device forms of the compound accumulator ops below: the PTX of their primitives in the order
 // the C composition calls them, in one asm statement each (cicc's time grows with the number of asm
-// statements: codegen/check/compound_ptx.py, which writes this block and whose test runs it against the
-// primitives; ptxas sees the same instructions).
+// statements: bench/compound_ptx.py, which writes this block, says by how much; tests/test_acc.py
+// runs it against the primitives; ptxas sees the same instructions).
 #ifdef EXPS_DEVICE_PTX
 // ---- compound_ptx: generated by bench/compound_ptx.py, do not edit
 __device__ __forceinline__ gl3_acc gl3_acc_mul_ptx(gl3 a, gl3 b, uint64_t A01, uint64_t A02, uint64_t A12, uint64_t B01,
@@ -1420,10 +1422,10 @@ EXPS_HD_OUTLINE uint64_t exps_xword(const ExpsCtx& X, uint64_t row, uint64_t lo,
 
 // The row a Q kernel hands to exps_q_exact: its context's arguments (exps_ctx(P, D, 1, o1, o2, o3,
 // ozi)), the row and its scratch. Made in the fallback branch only. The context itself is not
-// passed: a struct passed by reference is an address, and ptxas stored the caller's whole context
+// passed: a struct passed by reference is an address, and ptxas stores the caller's whole context
 // (22 words) to the stack in every thread before its first row, fallback or not (15 STL per row,
 // 120 bytes of local memory written per row: more than a small Q reads); passed as scalars, the
-// arguments raised the caller's registers (48 -> 56 on U8Air).
+// arguments raise the caller's registers (48 -> 56 on U8Air).
 struct exps_qrow {
     const StepsParams* P;
     uint64_t D, o1, o2, o3, ozi, row, lo, wave;

@@ -85,7 +85,7 @@ PINNED = {
     "0.25.0": "be0fcf8f675d142e00014355ad867850fdeeb190964870bfba73284290d788e1",
     # a chunked Q's chunk kernels in TUs of about 1,024 ops, the last chunk alone, the expressions
     # apart (the kernels' text as it was)
-    "0.26.0": "e3d78d5ab650347129373eab5f10d5877f36cffe8b3d6e4910ad17ef4d7dbc31",
+    "0.26.0": "2e98f09cc0fc9a2afb777d2336b9d0dcc0447702ba20b2deb23b82bd96db6957",
 }
 
 

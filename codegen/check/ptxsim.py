@@ -2,14 +2,14 @@
 
 The device forms of gl_add, gl_sub and gl_mul are inline PTX with carry chains (behind
 ``__CUDA_ARCH__``); the host check compiles the portable C forms instead, so without a GPU nothing
-ran the device text. This module runs it: it extracts each function's ``asm(...)`` string from the
+would run the device text. This module runs it: it extracts each function's ``asm(...)`` string from the
 header and interprets it on Python ints, per the PTX ISA semantics of the instructions it uses,
 with one hardware detail made explicit: there is a single carry flag, which ``add.cc``-type
 instructions set to the carry and ``sub.cc``-type instructions set to the NOT of the borrow (the
 hardware computes ``a - b`` as ``a + ~b + 1``); ``addc``/``madc`` add the flag, ``subc`` subtracts its
 complement. PTX defines a flag only for readers of the same kind as its writer, so a reader of
 the other kind is an error here (``PtxError``), not a silently inverted bit: that is the rule the
-header's forms follow (session 4's first ``gl_add`` broke it and gave 0xFFFFFFFF for 0 + 0).
+header's forms follow (a ``gl_add`` that breaks it can give 0xFFFFFFFF for 0 + 0).
 
 Only what the header uses is supported; anything else raises ``PtxError`` naming the instruction.
 Never used by a build (tests/test_ptx_forms.py compares it with codegen.check.gl64 on every edge
