@@ -63,7 +63,7 @@ class Settings:
     slots_cap: int = SLOTS_CAP
     chunk: int | None = None
     #: chunk kernels of a chunked Q may take a launch bound where ptxas spills nothing
-    #: (build/bounds.py): a second compile of their TUs, for 3-5% on the large AIRs (issue #13)
+    #: (build/bounds.py): a second compile of their TUs, for 3-5% on the large AIRs (docs/BENCHMARKS.md "Levers tried and rejected")
     chunk_bounds: bool = True
     launcher: str | None = None
     compile_timeout: float | None = None
