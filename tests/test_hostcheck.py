@@ -214,12 +214,13 @@ def test_corrupted_scratch_slot_is_detected() -> None:
     all three scratch sizes (the load then reads poison)."""
     si, ks, files = _neg_setup(opc=1)
     assert ks.plan.n_chunks == 2 and ks.plan.total_slots == 1
-    q = files[TU]
+    tu = "neg_q0.cu"            # (a chunked Q's chunks are device TUs of their own)
+    q = files[tu]
     [store] = re.findall(r"\(\*\(uint64_t\*\)\(exps_sb \+ O\.v\[\d+\]\)\) = v0;", q)
     assert q.count(store) == 1
     control = _check_text(files, si, SI, EI, ks)
     assert control.mismatches == [] and control.q_words == 3 * 3 * 1024
-    res = _check_text({**files, TU: q.replace(store, store.replace("= v0;", "= v0 + 1;"))},
+    res = _check_text({**files, tu: q.replace(store, store.replace("= v0;", "= v0 + 1;"))},
                       si, SI, EI, ks)
     assert sorted(m.split(":")[0] for m in res.mismatches) == [
         "Q (scratch 2048)", "Q (scratch 256)", "Q (scratch 768)"]
