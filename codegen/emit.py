@@ -1,8 +1,11 @@
 """IR + plan -> `{file name: text}` through `templates/` (Jinja2, StrictUndefined).
 
-Semantics live in ir.py; this module only maps IR to C text with two tables (`OP_C` for ops by
-arith and shape, `_leaf_c` for loads by kind). Only validated integers are formatted into C.
-Output is deterministic: the same IR gives byte-identical translation units.
+Semantics live in ir.py; what the text needs beyond the IR (where a kernel reads: its exps_offs
+entries; what a Q chunk runs on the value path; which literals are words) is decided in
+render_model.py before any text. This module only maps those to C text with two tables (`OP_C`
+for ops by arith and shape, `_leaf_c` for loads by kind), each line in one pass. Only validated
+integers are formatted into C. Output is deterministic: the same IR gives byte-identical
+translation units.
 """
 from __future__ import annotations
 
@@ -25,6 +28,8 @@ from codegen.passes import PassStats, optimize
 from codegen.plan import Plan, plan
 from codegen.program import exact_program
 from codegen.remat import remat
+from codegen.render_model import (ACC_USE, Base, Offsets, check_int, chunk_forms, literal_words, single_users,
+                                  uses_value_path)
 from codegen.resources import TEMPLATES
 
 COMMON_HEADER = "gen_common.cuh"
@@ -53,24 +58,26 @@ TU_FIXED_OPS = 40
 #: other kernel of any machine
 XINV_TU = "exps_xinv.cu"
 
+#: op (arith, shape) -> (its C function, its operands in the order the function takes them: "ab",
+#: or "ba" for a swapped sub; a copy is its operand)
 OP_C = {
-    ("add", "11"): "gl_add({a}, {b})",
-    ("sub", "11"): "gl_sub({a}, {b})",
-    ("mul", "11"): "gl_mul({a}, {b})",
-    ("sub_swap", "11"): "gl_sub({b}, {a})",
-    ("add", "31"): "gl3_add31({a}, {b})",
-    ("sub", "31"): "gl3_sub31({a}, {b})",
-    ("mul", "31"): "gl3_mul31({a}, {b})",
-    ("sub_swap", "31"): "gl3_rsub31({a}, {b})",
-    ("add", "33"): "gl3_add({a}, {b})",
-    ("sub", "33"): "gl3_sub({a}, {b})",
-    ("mul", "33"): "gl3_mul({a}, {b})",
-    ("sub_swap", "33"): "gl3_sub({b}, {a})",
-    ("copy", "1"): "{a}",
-    ("copy", "3"): "{a}",
+    ("add", "11"): ("gl_add", "ab"),
+    ("sub", "11"): ("gl_sub", "ab"),
+    ("mul", "11"): ("gl_mul", "ab"),
+    ("sub_swap", "11"): ("gl_sub", "ba"),
+    ("add", "31"): ("gl3_add31", "ab"),
+    ("sub", "31"): ("gl3_sub31", "ab"),
+    ("mul", "31"): ("gl3_mul31", "ab"),
+    ("sub_swap", "31"): ("gl3_rsub31", "ab"),
+    ("add", "33"): ("gl3_add", "ab"),
+    ("sub", "33"): ("gl3_sub", "ab"),
+    ("mul", "33"): ("gl3_mul", "ab"),
+    ("sub_swap", "33"): ("gl3_sub", "ba"),
+    ("copy", "1"): ("", "a"),
+    ("copy", "3"): ("", "a"),
 }
 C_TYPE = {1: "uint64_t", 3: "gl3"}
-#: the accumulator types of a value kept as accumulators (emit.acc_values)
+#: the accumulator types of a value kept as accumulators (render_model.acc_values)
 ACC_TYPE = {1: "gl_acc", 3: "gl3_acc"}
 _SCALAR_BUF = {"public": "publics", "challenge": "challenges", "eval": "evals",
                "airvalue": "airvalues", "airgroupvalue": "airgroupvalues",
@@ -79,26 +86,58 @@ _SCALAR_BUF = {"public": "publics", "challenge": "challenges", "eval": "evals",
 
 def _i(x: int) -> str:
     """Format a validated integer (never anything else) into C."""
-    if isinstance(x, bool) or not isinstance(x, int):
-        raise TypeError(f"refusing to format non-integer {x!r} into C")
-    return str(x)
+    return str(check_int(x))
 
 
 def _row(shift: int) -> str:
     return "row" if shift == 0 else f"EXPS_ROW({_i(shift)})"
 
 
-def _leaf_c(lf: Leaf) -> str:
+#: a row base's name prefix and what it is an offset from (render_model.Base sections)
+_BASE = {"aux": ("exps_rb", "X.aux"), "cst": ("exps_cb", "(const char*)X.cst"),
+         "trace": ("exps_tb", "(const char*)X.cm[1]")}
+
+
+def _base_name(b: Base) -> str:
+    """`exps_rb` (the aux trace at the row; at a shifted row `exps_rb_m1`, `exps_rb_p1`, ...),
+    `exps_cb` (the const tree: `exps_cb_m1`, `exps_cb_p1`, ...), `exps_tb` (the trace: `exps_tb_m1`,
+    `exps_tb_p1`, ...), `exps_sb` (the scratch at the wave's row)."""
+    if b.section == "scratch":
+        return "exps_sb"
+    shift = "" if b.shift == 0 else (f"_m{_i(-b.shift)}" if b.shift < 0 else f"_p{_i(b.shift)}")
+    return _BASE[b.section][0] + shift
+
+
+def declarations(at: Offsets) -> list[str]:
+    """The row bases a kernel's addressed loads and stores use, declared once (first-use order)."""
+    return ["char* const exps_sb = (char*)scratch + (lo << 3);" if b.section == "scratch" else
+            f"const char* const {_base_name(b)} = {_BASE[b.section][1]} + ((uint64_t){_row(b.shift)} << 3);"
+            for b in at.bases]
+
+
+def _addr(got: tuple[int, Base]) -> str:
+    slot, base = got
+    return f"(const uint64_t*)({_base_name(base)} + O.v[{_i(slot)}])"
+
+
+def _leaf_c(lf: Leaf, at: Offsets | None = None) -> str:
+    """The C text of a load of `lf`; its column words and the zerofier at their exps_offs entries
+    in `at` (`(const uint64_t*)(exps_rb + O.v[i])`: docs/DESIGN-column-offsets.md), those with no
+    entry (or no `at`) at their own address arithmetic (`X.cm[s] + ((uint64_t)c << X.lg) + row`)."""
     if lf.kind == "number":
         if not 0 <= lf.value < 1 << 64:
             raise ValueError(f"number literal out of range: {lf.value}")
         return f"{_i(lf.value)}ull"
     if lf.kind == "zi":
-        return "EXPS_LD(X.zi + row)"
+        z = at.zerofier() if at is not None else None
+        return "EXPS_LD(X.zi + row)" if z is None else f"EXPS_LD({_addr(z)})"
     if lf.kind in ("cm", "const"):
         base = f"X.cm[{_i(lf.stage)}]" if lf.kind == "cm" else "X.cst"
-        comps = [f"EXPS_LD({base} + ((uint64_t){_i(lf.col + d)} << X.lg) + {_row(lf.shift)})"
-                 for d in range(lf.dim)]
+        comps = []
+        for d in range(lf.dim):
+            got = at.column(lf, d) if at is not None else None
+            comps.append(f"EXPS_LD({base} + ((uint64_t){_i(lf.col + d)} << X.lg) + {_row(lf.shift)})"
+                         if got is None else f"EXPS_LD({_addr(got)})")
     elif lf.kind in _SCALAR_BUF:
         comps = [f"EXPS_LD(X.{_SCALAR_BUF[lf.kind]} + {_i(lf.col + d)})" for d in range(lf.dim)]
     else:
@@ -106,52 +145,52 @@ def _leaf_c(lf: Leaf) -> str:
     return comps[0] if lf.dim == 1 else f"gl3_make({', '.join(comps)})"
 
 
-def _arg_c(a, names: dict[int, str]) -> str:
-    return names[a.id] if isinstance(a, Val) else _leaf_c(a)
+def _arg_c(a, names: dict[int, str], at: Offsets | None = None, acc=()) -> str:
+    """An operand's text: a value's name (`a<id>` for one kept as accumulators, in `acc`), a load
+    (`_leaf_c`), or text given as is."""
+    if isinstance(a, str):
+        return a
+    if isinstance(a, Val):
+        return f"a{_i(a.id)}" if a.id in acc else names[a.id]
+    return _leaf_c(a, at)
+
+
+def _args_c(args: list, names: dict[int, str], at: Offsets | None = None, acc=()) -> list[str]:
+    """The texts of one line's operands, `args` in the order the line prints them (`_arg_c`). The
+    line's columns take their exps_offs entries first, in that order, then its zerofier."""
+    if at is not None:
+        for a in args:
+            if isinstance(a, Leaf) and a.kind in ("cm", "const"):
+                for d in range(a.dim):
+                    at.column(a, d)
+    return [_arg_c(a, names, at, acc) for a in args]
 
 
 #: the Q kernels' value-only forms (docs/DESIGN-value-path.md): right modulo p, not necessarily the
 #: production word; the last chunk stores canon(v) or runs the exact program (codegen/program.py)
-OP_C_VALUE = {**OP_C, ("mul", "33"): "gl3_mul_v({a}, {b})"}
+OP_C_VALUE = {**OP_C, ("mul", "33"): ("gl3_mul_v", "ab")}
 
 
-#: the Goldilocks prime (spec §1)
-GL_P = (1 << 64) - (1 << 32) + 1
-_ZERO = Leaf("number", 1, value=0)
-
-
-def value_op(op: Op) -> Op:
-    """The op a Q kernel's value path runs for `op`: the same field element with fewer products. A
-    product by the number p - 1 is a negation (`0 - x`: an add-pipe sub instead of three wide
-    products, and an accumulator for the add or sub that reads it), a product by 1 a copy. Only the
-    value path: the production word of `x * (p - 1)` is gl_mul's, not gl_sub's, so the exact
-    program (codegen/program.py) and the expression kernels keep the product (what the Qs of
-    ../shared/pk multiply by p - 1: ConnectionNew 60 of its 750 base products, RangeCheckMix 25
-    of 140, Connection1 9 of 134)."""
-    if op.arith != "mul" or op.shape not in ("11", "31"):
-        return op
-    pairs = [(op.a, op.b), (op.b, op.a)] if op.shape == "11" else [(op.a, op.b)]
-    for x, k in pairs:
-        if isinstance(k, Leaf) and k.kind == "number" and k.value in (GL_P - 1, 1):
-            if k.value == 1:
-                return Op("copy", str(op.dim), x, None, op.dim)
-            if op.shape == "31":
-                return Op("sub_swap", "31", x, _ZERO, 3)
-            return Op("sub", "11", _ZERO, x, 1)
-    return op
-
-
-def _op_line(i: int, op: Op, names: dict[int, str], value: bool = False) -> str:
-    tmpl = (OP_C_VALUE if value else OP_C).get((op.arith, op.shape))
-    if tmpl is None:
+def _op_line(i: int, op: Op, names: dict[int, str], value: bool = False, at: Offsets | None = None,
+             words: dict[tuple[int, int], int] | None = None) -> str:
+    """`const <type> v<i> = <op>;`; an operand j of op i in `words` is exps_offs word `O.v[k]`."""
+    form = (OP_C_VALUE if value else OP_C).get((op.arith, op.shape))
+    if form is None:
         raise ValueError(f"no C rendering for op {op.arith} with shape {op.shape}")
-    a = _arg_c(op.a, names)
-    b = _arg_c(op.b, names) if op.b is not None else ""
-    return f"const {C_TYPE[op.dim]} v{i} = {tmpl.format(a=a, b=b)};"
+    fn, order = form
+    words = words or {}
+    args = [f"O.v[{_i(words[(i, j)])}]" if (i, j) in words else x
+            for j, x in ({"a": (0, op.a), "b": (1, op.b)}[o] for o in order)]
+    texts = _args_c(args, names, at)
+    rhs = f"{fn}({', '.join(texts)})" if fn else texts[0]
+    return f"const {C_TYPE[op.dim]} v{i} = {rhs};"
 
 
-def _scratch_c(slot: int, d: int) -> str:
-    return f"scratch[{_i(slot + d)} * wave + lo]"
+def _scratch_c(slot: int, d: int, at: Offsets | None = None) -> str:
+    """Word `d` of scratch slot `slot`: at its exps_offs entry in `at` (`(*(uint64_t*)(exps_sb +
+    O.v[i]))`), or with no entry (or no `at`) at its own arithmetic."""
+    i = at.scratch(slot + d) if at is not None else None
+    return f"scratch[{_i(slot + d)} * wave + lo]" if i is None else f"(*(uint64_t*)(exps_sb + O.v[{_i(i)}]))"
 
 
 def _read(ir: KernelIR) -> set[int]:
@@ -161,230 +200,116 @@ def _read(ir: KernelIR) -> set[int]:
     return out
 
 
-#: a Q with this many 3x3 products takes the value path (docs/DESIGN-value-path.md). 1 since emitter
-#: 0.13.0: with inputs like the prover's (uniform field elements: every extended-domain column is a
-#: low-degree extension) the Qs of 1-5 products run 1.03x-1.09x on it and none slower (H200, session
-#: 8); session 7's 0.78x-0.84x at 3-5 products came from the benchmark's input mix (0/1 and small
-#: integers on every column: Q small on many rows, the fallback on most warps) and from the
-#: context the fallback's call stored on every row (emitter 0.12.0 took that out). A Q with no 3x3
-#: product (expr_optimizations' 3-op Test: Q = 0 for a zero witness) stays exact.
-VALUE_MIN_MUL33 = 1
+_ACC_MUL = {("mul", "11"): "gl_acc_mul", ("mul", "33"): "gl3_acc_mul", ("mul", "31"): "gl3_acc_mul31"}
+_ACC_31 = {"add": "gl3_acc_add31", "sub": "gl3_acc_sub31", "sub_swap": "gl3_acc_rsub31"}
 
 
-def uses_value_path(ir: KernelIR) -> bool:
-    return sum(1 for op in ir.ops if (op.arith, op.shape) == ("mul", "33")) >= VALUE_MIN_MUL33
-
-
-#: value-path ops whose result may stay accumulators (gl_acc for a base-field value, gl3_acc for a
-#: dim-3 one: templates/gen_common.cuh) for the one add or sub that reads it, with the bound of
-#: their |hi| (for an add or sub: its accumulator operands' bounds plus 1)
-ACC_MUL_HI = {("mul", "33"): 9, ("mul", "31"): 1, ("mul", "11"): 1}
-#: the adds and subs that take accumulators (shape 31: as their dim-3 operand) and give accumulators
-ACC_USE = frozenset({("add", "33"), ("sub", "33"), ("sub_swap", "33"),
-                     ("add", "31"), ("sub", "31"), ("sub_swap", "31"),
-                     ("add", "11"), ("sub", "11"), ("sub_swap", "11")})
-#: an accumulator tree stops growing (its value is reduced) before |hi| could pass this: gl_acc_red
-#: needs |hi| < 2^30, and a root adds two operands of at most this bound plus 1
-ACC_HI_BOUND = 1 << 20
-
-
-def single_users(ir: KernelIR) -> dict[int, int]:
-    """{value: the op that reads it} for the values read by exactly one operand of one op."""
-    count: dict[int, int] = {}
-    user: dict[int, int] = {}
-    for j, op in enumerate(ir.ops):
-        for a in op.args():
-            if isinstance(a, Val):
-                count[a.id] = count.get(a.id, 0) + 1
-                user[a.id] = j
-    return {v: user[v] for v, n in count.items() if n == 1}
-
-
-def acc_values(ir: KernelIR, pl: Plan, c: int, users: dict[int, int] | None = None) -> dict[int, int]:
-    """The values of chunk `c` that stay accumulators on the value path, {value: bound of |hi|}: a
-    product or add/sub read once, by an add or sub of the same chunk (a dim-3 value as a dim-3
-    operand, a base-field value by a base-field add or sub), neither the result nor stored for a
-    later chunk. The add or sub that reads one works on the accumulators; the first that is not
-    itself kept reduces them (docs/ARCHITECTURE.md "Value path")."""
-    start, end = pl.chunks[c]
-    users = single_users(ir) if users is None else users
-    res = len(ir.ops) - 1
-    stored = set(pl.stores[c])
-    acc: dict[int, int] = {}
-    for i in range(start, end):
-        op = value_op(ir.ops[i])
-        kind = (op.arith, op.shape)
-        u = users.get(i)
-        if i == res or i in stored or u is None or not i < u < end:
-            continue
-        uop = value_op(ir.ops[u])
-        if (uop.arith, uop.shape) not in ACC_USE or (uop.shape == "31" and uop.a != Val(i, 3)) \
-                or (op.dim == 1) != (uop.shape == "11"):
-            continue
-        if kind in ACC_MUL_HI:
-            bound = ACC_MUL_HI[kind]
-        elif kind in ACC_USE:
-            bound = 1 + sum(acc.get(a.id, 0) for a in op.args() if isinstance(a, Val))
-        else:
-            continue
-        if bound <= ACC_HI_BOUND:
-            acc[i] = bound
-    return acc
-
-
-def _acc_expr(op: Op, names: dict[int, str], acc: dict[int, int]) -> str:
+def _acc_expr(op: Op, names: dict[int, str], acc: dict[int, int], at: Offsets | None = None) -> str:
     """The C expression of `op` over accumulators (a gl3_acc, or a gl_acc for shape 11): a product's
     accumulators, or an add or sub whose accumulator operands are `a<id>` and whose others are words."""
     kind = (op.arith, op.shape)
-    if kind == ("mul", "11"):
-        return f"gl_acc_mul({_arg_c(op.a, names)}, {_arg_c(op.b, names)})"
-    if kind == ("mul", "33"):
-        return f"gl3_acc_mul({_arg_c(op.a, names)}, {_arg_c(op.b, names)})"
-    if kind == ("mul", "31"):
-        return f"gl3_acc_mul31({_arg_c(op.a, names)}, {_arg_c(op.b, names)})"
+    if kind in _ACC_MUL:
+        x, y = _args_c([op.a, op.b], names, at)
+        return f"{_ACC_MUL[kind]}({x}, {y})"
     if kind not in ACC_USE:
         raise ValueError(f"no accumulator form of op {op.arith} with shape {op.shape}")
 
-    def term(a) -> tuple[bool, str]:
-        if isinstance(a, Val) and a.id in acc:
-            return True, f"a{_i(a.id)}"
-        return False, _arg_c(a, names)
+    def kept(a) -> bool:
+        return isinstance(a, Val) and a.id in acc
 
-    (xa, x), (ya, y) = term(op.a), term(op.b)
-    if op.shape == "31":             # x the dim-3 operand, y a base-field word
-        xs = x if xa else f"gl3_acc_w({x})"
-        f = {"add": "gl3_acc_add31", "sub": "gl3_acc_sub31", "sub_swap": "gl3_acc_rsub31"}[op.arith]
-        return f"{f}({xs}, {y})"
-    if op.arith == "sub_swap":       # b - a
-        (xa, x), (ya, y) = (ya, y), (xa, x)
+    if op.shape == "31":             # a the dim-3 operand, b a base-field word
+        x, y = _args_c([op.a, op.b], names, at, acc)
+        return f"{_ACC_31[op.arith]}({x if kept(op.a) else f'gl3_acc_w({x})'}, {y})"
+    xa, ya = (op.b, op.a) if op.arith == "sub_swap" else (op.a, op.b)       # x - y for a sub
     if op.shape == "11":
+        x, y = _args_c([xa, ya], names, at, acc)
         f = "gl_acc_add" if op.arith == "add" else "gl_acc_sub"
-        return f"{f}({x if xa else f'gl_acc_w({x})'}, {y if ya else f'gl_acc_w({y})'})"
+        return f"{f}({x if kept(xa) else f'gl_acc_w({x})'}, {y if kept(ya) else f'gl_acc_w({y})'})"
     if op.arith == "add":
-        if xa and ya:
-            return f"gl3_acc_add({x}, {y})"
-        if xa or ya:
-            return f"gl3_acc_addw({x if xa else y}, {y if xa else x})"
-        return f"gl3_acc_addw(gl3_acc_w({x}), {y})"
-    if xa and ya:
+        if kept(xa) and kept(ya):
+            return "gl3_acc_add({}, {})".format(*_args_c([xa, ya], names, at, acc))
+        if kept(xa) or kept(ya):        # the accumulators, then the word
+            return "gl3_acc_addw({}, {})".format(*_args_c([xa, ya] if kept(xa) else [ya, xa], names, at, acc))
+        return "gl3_acc_addw(gl3_acc_w({}), {})".format(*_args_c([xa, ya], names, at, acc))
+    x, y = _args_c([xa, ya], names, at, acc)
+    if kept(xa) and kept(ya):
         return f"gl3_acc_sub({x}, {y})"
-    if xa:
+    if kept(xa):
         return f"gl3_acc_subw({x}, {y})"
-    if ya:
+    if kept(ya):
         return f"gl3_acc_wsub({x}, {y})"
     return f"gl3_acc_subw(gl3_acc_w({x}), {y})"
 
 
-#: a challenge squared pays for itself in a chunk that distributes this many products by it (two:
-#: 12 base products as 6 + 6, but a 3x1 product runs fewer instructions than a 3x3 one's share;
-#: H200: Lookup3, Permutation2_6, SimpleRight 1.03x against 3); in the chunk's text the squares
-#: are `const gl3 sq0`, sq1, ... (in the order of their first use)
-DISTRIBUTE_MIN = 2
-
-
-def distributed(ir: KernelIR, pl: Plan, c: int, users: dict[int, int] | None = None) -> dict[int, tuple]:
-    """The products of chunk `c` the value path computes distributed, {k: (ch, a, b, u, v)}:
-    op k = (u + b) * ch with u = ch * a (a product by a challenge `ch` of a sum whose other term is
-    the same challenge times a base-field `a`; `b` base-field too) is ch^2 * a + ch * b, the same
-    field element with 6 base products where (ch * a + b) * ch takes 9, once the chunk has ch^2
-    (6 products, computed at its first use in the chunk): done for a challenge with at least
-    DISTRIBUTE_MIN such products in the chunk. u and v = u + b must be read by nothing else and
-    stored for no later chunk; the exact program keeps the IR's order (its words are the
-    production's). The lookup / permutation / connection Qs of ../shared/pk compute their
-    denominators (alpha * x + y) * alpha this way."""
-    start, end = pl.chunks[c]
-    users = single_users(ir) if users is None else users
-    stored = set(pl.stores[c])
-    found: dict[int, tuple] = {}
-    for k in range(start, end):
-        op = ir.ops[k]
-        if (op.arith, op.shape) != ("mul", "33"):
-            continue
-        for x, ch in ((op.a, op.b), (op.b, op.a)):
-            if not (isinstance(x, Val) and isinstance(ch, Leaf) and ch.kind == "challenge"):
-                continue
-            v = x.id
-            add = ir.ops[v]
-            if not (start <= v and users.get(v) == k and v not in stored
-                    and (add.arith, add.shape) == ("add", "31") and isinstance(add.a, Val)):
-                continue
-            u = add.a.id
-            mul = ir.ops[u]
-            if not (start <= u and users.get(u) == v and u not in stored
-                    and (mul.arith, mul.shape) == ("mul", "31") and mul.a == ch):
-                continue
-            found[k] = (ch, mul.b, add.b, u, v)
-            break
-    count: dict[Leaf, int] = {}
-    for ch, *_ in found.values():
-        count[ch] = count.get(ch, 0) + 1
-    return {k: f for k, f in found.items() if count[f[0]] >= DISTRIBUTE_MIN}
-
-
 def chunk_body(ir: KernelIR, pl: Plan, c: int, read: set[int] | None = None, value: bool = True,
-               users: dict[int, int] | None = None) -> list[str]:
-    """Lines of chunk `c`: lazy scratch loads, ops (value-only forms: OP_C_VALUE, `value_op`,
-    `distributed` products, and accumulators for the values `acc_values` keeps), stores right after
-    definition."""
-    start, end = pl.chunks[c]
+               users: dict[int, int] | None = None, at: Offsets | None = None) -> list[str]:
+    """Lines of chunk `c`: lazy scratch loads, ops, stores right after definition. What each op
+    runs is decided first (`render_model.chunk_forms`: on the value path OP_C_VALUE, `value_op`,
+    the `distributed` products and the values `acc_values` keeps as accumulators); its columns,
+    zerofier and scratch slots at their entries in `at` (a kernel's exps_offs: `declarations(at)`
+    and `at.descs()` once the body is made), or with no `at` at their own address arithmetic."""
+    f = chunk_forms(ir, pl, c, value, users)
     names: dict[int, str] = {}
     lines: list[str] = []
     stored = set(pl.stores[c])
     read = _read(ir) if read is None else read
-    acc = acc_values(ir, pl, c, users) if value else {}
-    dist = distributed(ir, pl, c, users) if value else {}
-    skip = {i for f in dist.values() for i in f[3:]}
     squares: dict[Leaf, str] = {}
-    for i in range(start, end):
-        if i in skip:                   # (a distributed product's operands: not computed)
+    for i in range(f.start, f.end):
+        if i in f.skip:                 # (a distributed product's operands: not computed)
             continue
-        op = value_op(ir.ops[i]) if value else ir.ops[i]
-        args = op.args() if i not in dist else (dist[i][1], dist[i][2])
+        op = f.op(i)
+        args = op.args() if i not in f.dist else (f.dist[i][1], f.dist[i][2])
         for a in args:
-            if isinstance(a, Val) and a.id < start and a.id not in names:
+            if isinstance(a, Val) and a.id < f.start and a.id not in names:
                 s = pl.slot_of[a.id]
                 if a.dim == 1:
-                    lines.append(f"const uint64_t v{a.id} = {_scratch_c(s, 0)};")
+                    lines.append(f"const uint64_t v{a.id} = {_scratch_c(s, 0, at)};")
                 else:
-                    lines.append(f"const gl3 v{a.id} = gl3_make({_scratch_c(s, 0)}, "
-                                 f"{_scratch_c(s, 1)}, {_scratch_c(s, 2)});")
+                    lines.append(f"const gl3 v{a.id} = gl3_make({_scratch_c(s, 0, at)}, "
+                                 f"{_scratch_c(s, 1, at)}, {_scratch_c(s, 2, at)});")
                 names[a.id] = f"v{a.id}"
-        if i in dist:
-            ch, x, y = dist[i][:3]
-            if ch not in squares:
+        if i in f.dist:
+            ch, x, y = f.dist[i][:3]
+            if ch not in squares:       # `const gl3 sq0`, sq1, ...: in the order of their first use
                 squares[ch] = f"sq{_i(len(squares))}"
-                lines.append(f"const gl3 {squares[ch]} = gl3_mul_v({_leaf_c(ch)}, {_leaf_c(ch)});")
-            e = f"gl3_acc_add(gl3_acc_mul31({squares[ch]}, {_arg_c(x, names)}), gl3_acc_mul31({_leaf_c(ch)}, {_arg_c(y, names)}))"
-            if i in acc:
+                c1, c2 = _args_c([ch, ch], names, at)
+                lines.append(f"const gl3 {squares[ch]} = gl3_mul_v({c1}, {c2});")
+            xc, cc, yc = _args_c([x, ch, y], names, at)
+            e = f"gl3_acc_add(gl3_acc_mul31({squares[ch]}, {xc}), gl3_acc_mul31({cc}, {yc}))"
+            if i in f.acc:
                 lines.append(f"const gl3_acc a{i} = {e};")
                 continue
             lines.append(f"const gl3 v{i} = gl3_acc_red({e});")
-        elif i in acc:
-            lines.append(f"const {ACC_TYPE[op.dim]} a{i} = {_acc_expr(op, names, acc)};")
+        elif i in f.acc:
+            lines.append(f"const {ACC_TYPE[op.dim]} a{i} = {_acc_expr(op, names, f.acc, at)};")
             continue
-        elif any(isinstance(a, Val) and a.id in acc for a in op.args()):
+        elif any(isinstance(a, Val) and a.id in f.acc for a in op.args()):
             red = "gl_acc_red" if op.dim == 1 else "gl3_acc_red"
-            lines.append(f"const {C_TYPE[op.dim]} v{i} = {red}({_acc_expr(op, names, acc)});")
+            lines.append(f"const {C_TYPE[op.dim]} v{i} = {red}({_acc_expr(op, names, f.acc, at)});")
         else:
-            lines.append(_op_line(i, op, names, value=value))
+            lines.append(_op_line(i, op, names, value=f.value, at=at))
         names[i] = f"v{i}"
         if i not in read:
             lines.append(f"(void)v{i};")
         if i in stored:
             s = pl.slot_of[i]
             if op.dim == 1:
-                lines.append(f"{_scratch_c(s, 0)} = v{i};")
+                lines.append(f"{_scratch_c(s, 0, at)} = v{i};")
             else:
-                lines.extend(f"{_scratch_c(s, d)} = v{i}.v{d};" for d in range(3))
+                lines.extend(f"{_scratch_c(s, d, at)} = v{i}.v{d};" for d in range(3))
     return lines
 
 
-def expr_body(ir: KernelIR) -> list[str]:
+def expr_body(ir: KernelIR, at: Offsets | None = None,
+              words: dict[tuple[int, int], int] | None = None) -> list[str]:
+    """Lines of a trace-domain expression: its loads at their entries in `at` (an
+    `Offsets(trace=True)`, as `chunk_body`), the literal operands in `words` ({(op, operand): slot},
+    `render_model.literal_words`) read from exps_offs (`O.v[slot]`)."""
     names: dict[int, str] = {}
     lines = []
     read = _read(ir)
     for i, op in enumerate(ir.ops):
-        lines.append(_op_line(i, op, names))
+        lines.append(_op_line(i, op, names, at=at, words=words))
         names[i] = f"v{i}"
         if i not in read:
             lines.append(f"(void)v{i};")
@@ -464,74 +389,9 @@ def kernel_name(kind: str, n: int, fields: list) -> str:
     return f"k{d[:16]}_{kind}{_i(n)}"
 
 
-#: entries of a kernel's exps_offs (templates/exps_abi.h EXPS_MAX_OFFS): its first OFFS_MAX
-#: distinct column words and scratch slots; any more keep the address arithmetic of their own
-OFFS_MAX = 128
-_OFF_KIND = {"1": 1, "2": 2, "3": 3, "cst": 4}     # exps_abi.h EXPS_OFF_*: cm stage 1-3, const
-_OFF_ZI, _OFF_SCRATCH, _OFF_TRACE = 5, 6, 7
-#: exps_abi.h EXPS_OFF_WORD: an entry that is a literal word of the expression (index: its value)
-_OFF_WORD = 8
-_COL_RE = re.compile(r"X\.(?:cm\[([123])\]|(cst)) \+ \(\(uint64_t\)(\d+) << X\.lg\) \+ (row|EXPS_ROW\((-?\d+)\))")
-_ZI_RE = re.compile(r"X\.zi \+ row\b")
-_SCRATCH_RE = re.compile(r"scratch\[(\d+) \* wave \+ lo\]")
-
-
-def offset_lines(lines: list[str], trace: bool = False) -> tuple[list[str], list[int]]:
-    """A kernel's lines with its column and scratch addresses at byte offsets from one base per
-    section and row shift (docs/DESIGN-column-offsets.md): `X.cm[s] + ((uint64_t)c << X.lg) + row`
-    becomes `(const uint64_t*)(exps_rb + O.v[i])`, `scratch[k * wave + lo]` `(*(uint64_t*)(exps_sb +
-    O.v[j]))`; and the descriptors of O's entries (`kind << 32 | index`, exps_abi.h EXPS_OFF_*) that
-    the launcher turns into byte offsets. Only this module's own renderings match (`_leaf_c`,
-    `_scratch_c`); the bases are declared first: `exps_rb` (the aux trace at the row; at a
-    shifted row `exps_rb_m1`, `exps_rb_p1`, ...), `exps_cb` (the const tree: `exps_cb_m1`,
-    `exps_cb_p1`, ...), `exps_sb` (the scratch at the wave's row). With `trace` (a trace-domain
-    expression: stage 1 is the trace, spec §2.4, not a section of the aux trace) a stage-1 column is
-    at an offset from `exps_tb` (the trace at the row; at a shifted row `exps_tb_m1`, `exps_tb_p1`,
-    ...) of kind EXPS_OFF_TRACE, and the zerofier (extended only) keeps its own arithmetic."""
-    entries: dict[tuple[int, int], int] = {}
-    bases: dict[str, str] = {}
-
-    def entry(kind: int, index: int) -> int | None:
-        k = (kind, index)
-        if k not in entries:
-            if len(entries) >= OFFS_MAX or not 0 <= index < 1 << 32:
-                return None
-            entries[k] = len(entries)
-        return entries[k]
-
-    def row_base(prefix: str, src: str, shift: int) -> str:
-        name = prefix + ("" if shift == 0 else (f"_m{_i(-shift)}" if shift < 0 else f"_p{_i(shift)}"))
-        if name not in bases:
-            bases[name] = f"const char* const {name} = {src} + ((uint64_t){_row(shift)} << 3);"
-        return name
-
-    def col(m: re.Match) -> str:
-        stage, cst, c, shift = m.group(1), m.group(2), int(m.group(3)), int(m.group(5) or 0)
-        tr = trace and stage == "1"
-        i = entry(_OFF_TRACE if tr else _OFF_KIND[cst or stage], c)
-        if i is None:
-            return m.group(0)
-        b = row_base("exps_cb", "(const char*)X.cst", shift) if cst else \
-            row_base("exps_tb", "(const char*)X.cm[1]", shift) if tr else row_base("exps_rb", "X.aux", shift)
-        return f"(const uint64_t*)({b} + O.v[{_i(i)}])"
-
-    def zi(m: re.Match) -> str:
-        i = entry(_OFF_ZI, 0)
-        return m.group(0) if i is None else f"(const uint64_t*)({row_base('exps_rb', 'X.aux', 0)} + O.v[{_i(i)}])"
-
-    def slot(m: re.Match) -> str:
-        i = entry(_OFF_SCRATCH, int(m.group(1)))
-        if i is None:
-            return m.group(0)
-        bases.setdefault("exps_sb", "char* const exps_sb = (char*)scratch + (lo << 3);")
-        return f"(*(uint64_t*)(exps_sb + O.v[{_i(i)}]))"
-    out = [_SCRATCH_RE.sub(slot, ln if trace else _ZI_RE.sub(zi, ln)) for ln in (_COL_RE.sub(col, ln) for ln in lines)]
-    descs = [kind << 32 | index for (kind, index) in entries]
-    return list(bases.values()) + out, descs
-
-
 def q_part(ks: KernelSource, c: int) -> dict:
-    """Chunk `c` of `ks` as q_chunks.cu.j2 renders it: index, lines, last, kname (cached)."""
+    """Chunk `c` of `ks` as q_chunks.cu.j2 renders it: index, lines (its row bases, then
+    `chunk_body` through the chunk's `Offsets`), last, offs (their descriptors), kname (cached)."""
     if ks._q_parts.get("of") != (id(ks.q), id(ks.plan)):
         ks._q_parts = {"of": (id(ks.q), id(ks.plan))}
     got = ks._q_parts.get(c)
@@ -545,7 +405,9 @@ def q_part(ks: KernelSource, c: int) -> dict:
         value = ks._q_parts["value"]
         if "users" not in ks._q_parts:
             ks._q_parts["users"] = single_users(ir)
-        lines, offs = offset_lines(chunk_body(ir, pl, c, ks._q_parts["read"], value, ks._q_parts["users"]))
+        at = Offsets()
+        body = chunk_body(ir, pl, c, ks._q_parts["read"], value, ks._q_parts["users"], at)
+        lines, offs = declarations(at) + body, at.descs()
         # the last chunk holds the exact program its rows fall back to (codegen/program.py)
         prog = exact_program(ir, pl) if last and value else None
         rows = prog.c_rows() if prog else []
@@ -558,63 +420,26 @@ def q_part(ks: KernelSource, c: int) -> dict:
     return got
 
 
-#: a number literal as `_leaf_c` renders it (the only `<digits>ull` of an expression's lines)
-_LIT_RE = re.compile(r"(?<![\w.\[])(\d+)ull\b")
-
-
-def literal_words(parts: list[dict]) -> None:
-    """Expressions whose kernels would differ only in their number literals (bus and operation ids,
-    ranges: what tells a lookup's or a permutation's expressions apart, beside their columns) read
-    the literals that differ from their exps_offs, as they read their columns: `O.v[i]`, an entry of
-    kind EXPS_OFF_WORD whose index is the literal's value (the launcher copies it: < 2^32; a larger
-    one stays in the text, and only expressions with the same one there are alike), after the
-    column entries. So they are one kernel (issue #15: ../shared/pk's ConnectionNew 40 -> 12
-    kernels, SpecifiedRanges 21 -> 3). The same words: the
-    same ops on the same values, the literal from the constant bank instead of the instruction.
-    A literal all of them share stays in the text; so does every literal of an expression alone in
-    its shape. `parts`: x_parts' dicts, rewritten in place (lines, offs)."""
-    groups: dict[str, list[int]] = {}
-    for i, d in enumerate(parts):
-        masked = [_LIT_RE.sub(lambda m: "#" if int(m.group(1)) < 1 << 32 else m.group(0), ln) for ln in d["lines"]]
-        key = json.dumps([masked, d["result"], d["vdim"], d["num1"], d["inv"], len(d["offs"])],
-                         separators=(",", ":"))
-        groups.setdefault(key, []).append(i)
-    for members in groups.values():
-        if len(members) < 2:
-            continue
-        lits = [[int(m.group(1)) for ln in parts[i]["lines"] for m in _LIT_RE.finditer(ln)] for i in members]
-        differ = [k for k in range(len(lits[0])) if len({ls[k] for ls in lits}) > 1]
-        n0 = len(parts[members[0]]["offs"])
-        if not differ or n0 + len(differ) > OFFS_MAX:
-            continue
-        at = {k: n0 + j for j, k in enumerate(differ)}
-        for i, ls in zip(members, lits):
-            n = iter(range(len(ls)))
-
-            def sub(m: re.Match) -> str:
-                k = next(n)
-                return f"O.v[{_i(at[k])}]" if k in at else m.group(0)
-            d = parts[i]
-            d["lines"] = [_LIT_RE.sub(sub, ln) for ln in d["lines"]]
-            d["offs"] = d["offs"] + [_OFF_WORD << 32 | ls[k] for k in differ]
-
-
 def x_parts(ks: KernelSource) -> list[dict]:
-    """The expressions of `ks` (in `ks.exprs` order) as exprs.cu.j2 renders them (cached)."""
+    """The expressions of `ks` (in `ks.exprs` order) as exprs.cu.j2 renders them (cached): each
+    through an `Offsets(trace=True)` of its own, the literals that tell it apart from expressions
+    otherwise alike read from it (`render_model.literal_words`: its lines rendered again with them)."""
     of = (id(ks.exprs), len(ks.exprs), *map(id, ks.exprs))
     if ks._x_parts is None or ks._x_parts[0] != of:
+        ats = [Offsets(trace=True) for _ in ks.exprs]
+        bodies = [expr_body(x.ir, at) for x, at in zip(ks.exprs, ats)]
+        words = literal_words([x.ir for x in ks.exprs], ats, [(int(x.num1), bool(x.inv)) for x in ks.exprs])
         out: list[dict] = []
-        for x in ks.exprs:
-            lines, offs = offset_lines(expr_body(x.ir), trace=True)
+        for x, at, body, w in zip(ks.exprs, ats, bodies, words):
+            lines = declarations(at) + (expr_body(x.ir, at, w) if w else body)
             out.append({"exp_id": _i(x.ir.exp_id), "lines": lines, "result": result_c(x.ir),
-                        "vdim": x.ir.out_dim, "num1": int(x.num1), "inv": bool(x.inv), "offs": offs})
-        literal_words(out)
+                        "vdim": x.ir.out_dim, "num1": int(x.num1), "inv": bool(x.inv), "offs": at.descs()})
         first: dict[str, int] = {}      # a shape (the kernel's text but its name) -> its first expression
         for i, (x, d) in enumerate(zip(ks.exprs, out)):
             fields = [d["lines"], d["result"], d["vdim"], d["num1"], d["inv"]]
             # expressions that differ only in the columns they read (their offsets) are one kernel
-            # (issue #15: e.g. Intermediates' 56 expressions are 16 kernels); "of": the expression
-            # whose kernel it is, the first of its shape, whose expId names it
+            # (e.g. Intermediates' 56 expressions are 16 kernels); "of": the expression whose
+            # kernel it is, the first of its shape, whose expId names it
             d["of"] = first.setdefault(json.dumps(fields, separators=(",", ":")), i)
             d["kname"] = out[d["of"]]["kname"] if d["of"] != i else kernel_name("x_e", x.ir.exp_id, fields)
         ks._x_parts = (of, out)

@@ -19,17 +19,18 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from bench.fieldops import EDGE, random_words
-from codegen import emit
+from codegen import emit, render_model
 from bench import compound_ptx
 from codegen.check import gl64, hostcheck, ptxsim
 from codegen.check.gl64 import P
 from codegen.check.hostcheck import check_kernel
 from codegen.coverage import cover
 from codegen.discover import discover
-from codegen.emit import ACC_HI_BOUND, acc_values, chunk_body, render, single_users
+from codegen.emit import chunk_body, render
 from codegen.ir import KernelIR, Leaf, Op, Val
 from codegen.model import load_air
 from codegen.plan import plan_chunks
+from codegen.render_model import ACC_HI_BOUND, acc_values, single_users
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADER = ROOT / "templates" / "gen_common.cuh"
@@ -289,7 +290,7 @@ def test_base_field_accumulators() -> None:
 
 def test_the_bound_stops_a_long_chain(monkeypatch) -> None:
     """A chain of adds whose bound would pass ACC_HI_BOUND is reduced and starts again."""
-    monkeypatch.setattr(emit, "ACC_HI_BOUND", 12)
+    monkeypatch.setattr(render_model, "ACC_HI_BOUND", 12)
     ops = [Op("mul", "33", _cm(0), _cm(1), 3)]
     for k in range(6):
         ops.append(Op("add", "33", Val(k, 3), _cm(2), 3))
@@ -339,7 +340,7 @@ def test_accumulators_on_random_chunked_irs(case) -> None:
         for v, bound in acc.items():
             u = users[v]
             assert s <= v < u < e and v != len(ir.ops) - 1 and v not in pl.stores[c]
-            assert (ir.ops[u].arith, ir.ops[u].shape) in emit.ACC_USE
+            assert (ir.ops[u].arith, ir.ops[u].shape) in render_model.ACC_USE
             assert (ir.ops[v].dim == 1) == (ir.ops[u].shape == "11")
             assert 1 <= bound <= ACC_HI_BOUND
         for line in chunk_body(ir, pl, c, users=users):

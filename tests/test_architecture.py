@@ -58,8 +58,8 @@ def layer(m: str) -> str:
 def test_the_subpackages() -> None:
     assert {m for m in MODULES if layer(m) == "stage"} == {
         "codegen.model", "codegen.discover", "codegen.operands", "codegen.ir", "codegen.passes",
-        "codegen.plan", "codegen.remat", "codegen.program", "codegen.coverage", "codegen.emit",
-        "codegen.resources"}
+        "codegen.plan", "codegen.remat", "codegen.program", "codegen.coverage", "codegen.render_model",
+        "codegen.emit", "codegen.resources"}
     assert {m.split(".")[-1] for m in MODULES if layer(m) == "check"} == {
         "gl64", "reference", "binfile", "hostcheck", "gpucheck", "ptxsim"}
     assert {m.split(".")[-1] for m in MODULES if layer(m) == "sample"} == {"synth"}
@@ -97,11 +97,12 @@ def test_product_never_imports_checks_samples_or_bench() -> None:
 
 
 def test_stages_flow_one_way() -> None:
-    """model -> discover / ir -> passes / plan -> coverage -> emit: a stage imports only stages
-    before it (and the operand table, and resources: where the templates and the sample lie);
-    never the build machinery or the front ends."""
+    """model -> discover / ir -> passes / plan -> coverage -> render_model -> emit: a stage imports
+    only stages before it (and the operand table, and resources: where the templates and the sample
+    lie); never the build machinery or the front ends."""
     order = ["codegen.resources", "codegen.operands", "codegen.model", "codegen.discover", "codegen.ir",
-             "codegen.passes", "codegen.plan", "codegen.remat", "codegen.program", "codegen.coverage", "codegen.emit"]
+             "codegen.passes", "codegen.plan", "codegen.remat", "codegen.program", "codegen.coverage",
+             "codegen.render_model", "codegen.emit"]
     for i, m in enumerate(order):
         later = set(order[i:])
         assert not (GRAPH[m] & later), (m, GRAPH[m] & later)

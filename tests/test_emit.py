@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from codegen import EMITTER_VERSION, emit
+from codegen import EMITTER_VERSION, emit, render_model
 from codegen.check import hostcheck
 from codegen.sample import synth
 from require import require, requires
@@ -934,53 +934,133 @@ def test_fieldops_device_forms_compile(tmp_path: Path) -> None:
         assert "bench_k" in text and spills and not any(spills), ns
 
 
-def test_offset_lines_and_the_launchers_descriptors_agree() -> None:
-    """emit.offset_lines (0.20.0): every column word and scratch slot of a chunk's own renderings at
-    an entry of the kernel's exps_offs, in first-use order, each (kind, index) once; the kinds and
-    the table size are exps_abi.h's; past OFFS_MAX entries a load keeps its own arithmetic. In a
-    trace-domain expression (0.21.0) a stage-1 column is the trace's (kind TRACE, base exps_tb)."""
-    import re as _re
+def test_offsets_and_the_launchers_descriptors_agree() -> None:
+    """render_model.Offsets: every column word and scratch slot a kernel's lines read or write at an
+    entry of its exps_offs, in first-use order (in a line, its columns before its zerofier), each
+    (kind, index) once; the kinds and the table size are exps_abi.h's; past OFFS_MAX entries a load
+    keeps its own arithmetic. In a trace-domain expression a stage-1 column is the trace's (kind
+    TRACE, base exps_tb) and the zerofier keeps its own arithmetic."""
     abi = (emit.TEMPLATES / emit.ABI_HEADER).read_text()
-    assert int(_re.search(r"#define EXPS_MAX_OFFS (\d+)", abi)[1]) == emit.OFFS_MAX
-    kinds = {k: int(v) for k, v in _re.findall(r"#define EXPS_OFF_(\w+) (\d+)ull", abi)}
+    assert int(re.search(r"#define EXPS_MAX_OFFS (\d+)", abi)[1]) == render_model.OFFS_MAX
+    kinds = {k: int(v) for k, v in re.findall(r"#define EXPS_OFF_(\w+) (\d+)ull", abi)}
     assert kinds == {"CM1": 1, "CONST": 4, "ZI": 5, "SCRATCH": 6, "TRACE": 7, "WORD": 8}
-    assert (emit._OFF_KIND["cst"], emit._OFF_ZI, emit._OFF_SCRATCH, emit._OFF_TRACE, emit._OFF_WORD) == (4, 5, 6, 7, 8)
-    col = emit._leaf_c(Leaf("cm", 1, stage=2, col=7, shift=-2))
-    cst = emit._leaf_c(Leaf("const", 1, col=3))
-    lines = [f"const uint64_t v0 = gl_add({col}, {cst});", f"{emit._scratch_c(5, 0)} = v0;",
-             f"const uint64_t v1 = gl_mul({col}, EXPS_LD(X.zi + row));", f"const uint64_t v2 = {emit._scratch_c(5, 0)};"]
-    out, descs = emit.offset_lines(lines)
-    assert descs == [2 << 32 | 7, 4 << 32 | 3, 6 << 32 | 5, 5 << 32 | 0]
-    assert out == [
+    assert (render_model.OFF_CM, render_model.OFF_CONST, render_model.OFF_ZI, render_model.OFF_SCRATCH,
+            render_model.OFF_TRACE, render_model.OFF_WORD) == ({1: 1, 2: 2, 3: 3}, 4, 5, 6, 7, 8)
+    col, cst = Leaf("cm", 1, stage=2, col=7, shift=-2), Leaf("const", 1, col=3)
+    at = render_model.Offsets()
+    lines = [emit._op_line(0, Op("add", "11", col, cst, 1), {}, at=at), f"{emit._scratch_c(5, 0, at)} = v0;",
+             emit._op_line(1, Op("mul", "11", Leaf("zi", 1), Leaf("cm", 1, stage=3, col=9), 1), {}, at=at),
+             f"const uint64_t v2 = {emit._scratch_c(5, 0, at)};",
+             emit._op_line(3, Op("sub_swap", "11", col, Leaf("cm", 1, stage=1, col=2, shift=1), 1), {}, at=at)]
+    assert at.descs() == [2 << 32 | 7, 4 << 32 | 3, 6 << 32 | 5, 3 << 32 | 9, 5 << 32 | 0, 1 << 32 | 2]
+    assert emit.declarations(at) + lines == [
         "const char* const exps_rb_m2 = X.aux + ((uint64_t)EXPS_ROW(-2) << 3);",
         "const char* const exps_cb = (const char*)X.cst + ((uint64_t)row << 3);",
         "char* const exps_sb = (char*)scratch + (lo << 3);",
         "const char* const exps_rb = X.aux + ((uint64_t)row << 3);",
+        "const char* const exps_rb_p1 = X.aux + ((uint64_t)EXPS_ROW(1) << 3);",
         "const uint64_t v0 = gl_add(EXPS_LD((const uint64_t*)(exps_rb_m2 + O.v[0])), "
         "EXPS_LD((const uint64_t*)(exps_cb + O.v[1])));",
         "(*(uint64_t*)(exps_sb + O.v[2])) = v0;",
-        "const uint64_t v1 = gl_mul(EXPS_LD((const uint64_t*)(exps_rb_m2 + O.v[0])), "
+        "const uint64_t v1 = gl_mul(EXPS_LD((const uint64_t*)(exps_rb + O.v[4])), "
         "EXPS_LD((const uint64_t*)(exps_rb + O.v[3])));",
-        "const uint64_t v2 = (*(uint64_t*)(exps_sb + O.v[2]));"]
-    t1 = emit._leaf_c(Leaf("cm", 1, stage=1, col=4, shift=1))
-    t2 = emit._leaf_c(Leaf("cm", 1, stage=2, col=4))
-    out, descs = emit.offset_lines([f"const uint64_t v0 = gl_add({t1}, {t2});", f"const uint64_t v1 = gl_mul({cst}, {t1});"],
-                                   trace=True)
-    assert descs == [7 << 32 | 4, 2 << 32 | 4, 4 << 32 | 3]
-    assert out == [
+        "const uint64_t v2 = (*(uint64_t*)(exps_sb + O.v[2]));",
+        "const uint64_t v3 = gl_sub(EXPS_LD((const uint64_t*)(exps_rb_p1 + O.v[5])), "
+        "EXPS_LD((const uint64_t*)(exps_rb_m2 + O.v[0])));"]
+    t1, t2 = Leaf("cm", 1, stage=1, col=4, shift=1), Leaf("cm", 1, stage=2, col=4)
+    ir = KernelIR(0, False, (Op("add", "11", t1, t2, 1), Op("mul", "11", cst, t1, 1), Op("mul", "11", Val(1, 1), Leaf("zi", 1), 1)))
+    at = render_model.Offsets(trace=True)
+    body = emit.expr_body(ir, at)
+    assert at.descs() == [7 << 32 | 4, 2 << 32 | 4, 4 << 32 | 3]
+    assert emit.declarations(at) + body == [
         "const char* const exps_tb_p1 = (const char*)X.cm[1] + ((uint64_t)EXPS_ROW(1) << 3);",
         "const char* const exps_rb = X.aux + ((uint64_t)row << 3);",
         "const char* const exps_cb = (const char*)X.cst + ((uint64_t)row << 3);",
         "const uint64_t v0 = gl_add(EXPS_LD((const uint64_t*)(exps_tb_p1 + O.v[0])), "
         "EXPS_LD((const uint64_t*)(exps_rb + O.v[1])));",
+        "(void)v0;",
         "const uint64_t v1 = gl_mul(EXPS_LD((const uint64_t*)(exps_cb + O.v[2])), "
-        "EXPS_LD((const uint64_t*)(exps_tb_p1 + O.v[0])));"]
-    zi = "const uint64_t v0 = EXPS_LD(X.zi + row);"
-    assert emit.offset_lines([zi], trace=True) == ([zi], [])
-    many = [f"const uint64_t v{i} = {emit._leaf_c(Leaf('cm', 1, stage=1, col=i))};" for i in range(emit.OFFS_MAX + 2)]
-    out, descs = emit.offset_lines(many)
-    assert len(descs) == emit.OFFS_MAX and descs[-1] == 1 << 32 | (emit.OFFS_MAX - 1)
-    assert out[-2:] == [m for m in many[-2:]]          # past the table: as rendered
+        "EXPS_LD((const uint64_t*)(exps_tb_p1 + O.v[0])));",
+        "const uint64_t v2 = gl_mul(v1, EXPS_LD(X.zi + row));"]
+    # past the table: as rendered with no entries, and no base for them
+    many = KernelIR(0, True, tuple(Op("copy", "1", Leaf("cm", 1, stage=1, col=i, shift=i % 2), None, 1)
+                                   for i in range(render_model.OFFS_MAX + 2)))
+    at = render_model.Offsets()
+    out = emit.expr_body(many, at)
+    assert len(at.descs()) == render_model.OFFS_MAX and at.descs()[-1] == 1 << 32 | (render_model.OFFS_MAX - 1)
+    assert out[-4:] == emit.expr_body(many)[-4:] and "O.v" not in out[-2]
+    assert out[-5] == f"const uint64_t v{render_model.OFFS_MAX - 1} = EXPS_LD((const uint64_t*)(exps_rb_p1 + " \
+        f"O.v[{render_model.OFFS_MAX - 1}]));"
+    assert emit.declarations(at) == ["const char* const exps_rb = X.aux + ((uint64_t)row << 3);",
+                                     "const char* const exps_rb_p1 = X.aux + ((uint64_t)EXPS_ROW(1) << 3);"]
+    with pytest.raises(TypeError, match="refusing to format non-integer"):
+        render_model.Offsets().column(Leaf("cm", 1, stage="1", col=0), 0)
+
+
+_ADDRESSED = re.compile(r"\(const uint64_t\*\)\((exps_[rct]b)(?:_([mp])(\d+))? \+ O\.v\[(\d+)\]\)")
+_SLOT = re.compile(r"\(\*\(uint64_t\*\)\(exps_sb \+ O\.v\[(\d+)\]\)\)")
+
+
+def _unaddressed(lines: list[str], descs: list[int]) -> list[str]:
+    """A kernel's lines with each exps_offs load and store put back as the address its descriptor
+    and base stand for (what the launcher's offsets add up to) and each literal word as the literal,
+    the base declarations dropped."""
+    def load(m: re.Match) -> str:
+        kind, index = descs[int(m[4])] >> 32, descs[int(m[4])] & 0xFFFFFFFF
+        shift = 0 if m[2] is None else int(m[3]) * (-1 if m[2] == "m" else 1)
+        row = "row" if shift == 0 else f"EXPS_ROW({shift})"
+        if kind == render_model.OFF_ZI:
+            assert (m[1], shift) == ("exps_rb", 0)
+            return "X.zi + row"
+        assert kind in {"exps_rb": (1, 2, 3), "exps_cb": (4,), "exps_tb": (7,)}[m[1]]
+        src = "X.cst" if kind == 4 else f"X.cm[{1 if kind == 7 else kind}]"
+        return f"{src} + ((uint64_t){index} << X.lg) + {row}"
+
+    def slot(m: re.Match) -> str:
+        assert descs[int(m[1])] >> 32 == render_model.OFF_SCRATCH
+        return f"scratch[{descs[int(m[1])] & 0xFFFFFFFF} * wave + lo]"
+
+    def word(m: re.Match) -> str:
+        assert descs[int(m[1])] >> 32 == render_model.OFF_WORD
+        return f"{descs[int(m[1])] & 0xFFFFFFFF}ull"
+    body = [ln for ln in lines if not ln.startswith(("const char* const exps_", "char* const exps_sb"))]
+    return [re.sub(r"O\.v\[(\d+)\]", word, _SLOT.sub(slot, _ADDRESSED.sub(load, ln))) for ln in body]
+
+
+def _check_addressed(ks: KernelSource) -> int:
+    """The property below for one kernel; how many addressed loads and stores it has."""
+    seen = 0
+    for c in range(ks.plan.n_chunks):
+        d = q_part(ks, c)
+        assert _unaddressed(d["lines"], d["offs"]) == chunk_body(ks.q, ks.plan, c, value=emit.uses_value_path(ks.q))
+        assert len(d["offs"]) == len(set(d["offs"])) <= render_model.OFFS_MAX
+        seen += sum(len(_ADDRESSED.findall(ln)) + len(_SLOT.findall(ln)) for ln in d["lines"])
+    for x, d in zip(ks.exprs, x_parts(ks)):
+        assert _unaddressed(d["lines"], d["offs"]) == emit.expr_body(x.ir)
+        seen += sum(len(_ADDRESSED.findall(ln)) for ln in d["lines"])
+    return seen
+
+
+@pytest.mark.parametrize("name,opc,n", [("Large", 64, 5061), ("Large", 0, 2694), ("Medium", 0, 430), ("Tiny", 0, 37)])
+def test_every_addressed_load_is_the_load_its_entry_stands_for(name: str, opc: int, n: int) -> None:
+    """Every Q chunk and every expression of a sample AIR: its lines with each `O.v[i]` load or
+    store put back as the address its descriptor names (a literal word as the literal) are its
+    lines as rendered with no exps_offs: the same words read and written (n of them at an entry)."""
+    assert _check_addressed(_ks(name, opc)) == n
+
+
+def test_every_addressed_load_and_literal_word_of_the_pk_keys_is_its_entrys() -> None:
+    """The same on ../shared/pk's keys whose expressions read literal words (ConnectionNew chunked,
+    SpecifiedRanges, Lookup0)."""
+    require("pk")
+    for key, base, opc, n, words in [("connection", "ConnectionNew", 32, 687, 80),
+                                     ("range_check", "SpecifiedRanges", 0, 202, 40), ("lookup", "Lookup0", 0, 62, 8)]:
+        [p] = [p for p in discover(ROOT.parent / "shared" / "pk" / key / "provingKey") if p.base == base]
+        si, ei = load_air(p.starkinfo, p.expressions)
+        cov = cover(si, ei)
+        ks = KernelSource(p.key, cov.q, plan(cov.q, opc), cov.exprs, HASH)
+        assert sum(o >> 32 == render_model.OFF_WORD for d in x_parts(ks) for o in d["offs"]) == words, base
+        assert _check_addressed(ks) == n, base
 
 
 def test_expressions_of_one_shape_share_one_kernel() -> None:
@@ -1021,31 +1101,40 @@ def test_expressions_of_one_shape_share_one_kernel() -> None:
         16 + sum(1 for i in own if xs[i]["inv"])
 
 
-def _xpart(lines: list[str], offs: list[int], inv: bool = False) -> dict:
-    return {"exp_id": "0", "lines": lines, "result": "v1", "vdim": 3, "num1": 0, "inv": inv, "offs": list(offs)}
+def _lit_expr(a: int, b: int, col: int, exp_id: int = 0) -> KernelIR:
+    """v2 = (cm1[col] * a) + (1 - b): a trace-domain expression with three literals."""
+    n = lambda v: Leaf("number", 1, value=v)
+    return KernelIR(exp_id, False, (Op("mul", "11", Leaf("cm", 1, stage=1, col=col), n(a), 1),
+                                    Op("sub", "11", n(1), n(b), 1), Op("add", "11", Val(0, 1), Val(1, 1), 1)))
 
 
 def test_literal_words_make_expressions_of_one_shape_but_their_literals_one_kernel() -> None:
-    """0.24.0 (emit.literal_words): the literals that differ in a group of expressions otherwise
-    alike become exps_offs entries of kind EXPS_OFF_WORD after the columns' (index = the value); a
-    literal they share stays; an expression alone in its shape (here: of other store flags, or with
-    a literal >= 2^32 that no other has there) keeps its text."""
-    col = "const gl3 v0 = gl3_make(EXPS_LD((const uint64_t*)(exps_tb + O.v[0])), 0, 0);"
-    body = lambda a, b: [col, f"const gl3 v1 = gl3_add31(gl3_mul31(v0, {a}ull), gl_sub(1ull, {b}ull));"]
-    parts = [_xpart(body(6, 2), [7 << 32 | 3]), _xpart(body(7, 2), [7 << 32 | 5]), _xpart(body(9, 2), [7 << 32 | 1]),
-             _xpart(body(6, 2), [7 << 32 | 3], inv=True),                              # other flags: alone
-             _xpart(body(1 << 32, 2), [7 << 32 | 3])]                                  # a word >= 2^32
-    before = [dict(d) for d in parts]
-    emit.literal_words(parts)
-    shared = "const gl3 v1 = gl3_add31(gl3_mul31(v0, O.v[1]), gl_sub(1ull, 2ull));"
-    assert [d["lines"] for d in parts[:3]] == [[col, shared]] * 3
-    assert [d["offs"] for d in parts[:3]] == [[7 << 32 | 3, 8 << 32 | 6], [7 << 32 | 5, 8 << 32 | 7],
-                                              [7 << 32 | 1, 8 << 32 | 9]]
-    assert parts[3:] == before[3:]
-    assert emit._LIT_RE.findall(emit._leaf_c(Leaf("number", 1, value=12345))) == ["12345"]
-    # none of the other renderings of a leaf reads as a literal
-    others = [Leaf("cm", 1, stage=2, col=10, shift=-1), Leaf("const", 1, col=3), Leaf("challenge", 3, col=6)]
-    assert not any(emit._LIT_RE.search(emit._leaf_c(lf)) for lf in others)
+    """render_model.literal_words: the literals that differ in a group of expressions otherwise
+    alike (their IR with literals below 2^32 masked, their loads at the same entries) become
+    exps_offs entries of kind EXPS_OFF_WORD after the columns' (index = the value), told apart by
+    their place in IR order; a literal they share stays; an expression alone in its shape (here: of
+    other store flags, or with a literal >= 2^32 that no other has there) keeps its text."""
+    irs = [_lit_expr(6, 2, 3), _lit_expr(7, 2, 5), _lit_expr(9, 2, 1), _lit_expr(6, 2, 3), _lit_expr(1 << 32, 2, 3)]
+    flags = [(0, True)] * 3 + [(0, False), (0, True)]
+    ats = [render_model.Offsets(trace=True) for _ in irs]
+    bodies = [emit.expr_body(ir, at) for ir, at in zip(irs, ats)]
+    words = render_model.literal_words(irs, ats, flags)
+    assert words == [{(0, 1): 1}] * 3 + [{}, {}]
+    assert [at.descs() for at in ats] == [[7 << 32 | 3, 8 << 32 | 6], [7 << 32 | 5, 8 << 32 | 7],
+                                          [7 << 32 | 1, 8 << 32 | 9], [7 << 32 | 3], [7 << 32 | 3]]
+    shared = ["const uint64_t v0 = gl_mul(EXPS_LD((const uint64_t*)(exps_tb + O.v[0])), O.v[1]);",
+              "const uint64_t v1 = gl_sub(1ull, 2ull);", "const uint64_t v2 = gl_add(v0, v1);"]
+    assert [emit.expr_body(ir, at, w) for ir, at, w in zip(irs[:3], ats, words)] == [shared] * 3
+    assert bodies[4][0] == "const uint64_t v0 = gl_mul(EXPS_LD((const uint64_t*)(exps_tb + O.v[0])), 4294967296ull);"
+    # through x_parts: one kernel for the three, one for each of the two others
+    ks = KernelSource("k", None, None, [ExprKernel(KernelIR(i, False, ir.ops), False, f[1])
+                                        for i, (ir, f) in enumerate(zip(irs, flags))])
+    xs = x_parts(ks)
+    assert [d["of"] for d in xs] == [0, 0, 0, 3, 4]
+    assert [d["lines"][1:] for d in xs[:3]] == [shared] * 3
+    assert [d["offs"] for d in xs] == [at.descs() for at in ats]
+    with pytest.raises(ValueError, match="after the literal words"):
+        ats[0].column(Leaf("cm", 1, stage=2, col=0), 0)
 
 
 def test_expressions_that_differ_in_their_literals_share_one_kernel() -> None:
@@ -1062,9 +1151,9 @@ def test_expressions_that_differ_in_their_literals_share_one_kernel() -> None:
         assert (len(xs), len({d["kname"] for d in xs})) == (n, own), base
         for d in xs:
             f = xs[d["of"]]
-            words = [o & 0xFFFFFFFF for o in d["offs"] if o >> 32 == emit._OFF_WORD]
-            assert len(words) == len([o for o in f["offs"] if o >> 32 == emit._OFF_WORD])
-            assert all(o >> 32 != emit._OFF_WORD for o in d["offs"][:len(d["offs"]) - len(words)])
+            words = [o & 0xFFFFFFFF for o in d["offs"] if o >> 32 == render_model.OFF_WORD]
+            assert len(words) == len([o for o in f["offs"] if o >> 32 == render_model.OFF_WORD])
+            assert all(o >> 32 != render_model.OFF_WORD for o in d["offs"][:len(d["offs"]) - len(words)])
         t = emit.launch_table(ks)
         by_id = {d["exp_id"]: d for d in xs}
         assert all(x["offs"] == ", ".join(f"{o}ull" for o in by_id[x["exp_id"]]["offs"]) for x in t["exprs"])
@@ -1075,30 +1164,34 @@ _LIT_VALUES = st.sampled_from([0, 1, 2, 3, 7, 255, 65535, (1 << 32) - 1, 1 << 32
 
 @settings(max_examples=50, deadline=None)
 @given(shapes=st.lists(st.integers(1, 4), min_size=1, max_size=4),
-       members=st.lists(st.tuples(st.integers(0, 3), st.lists(_LIT_VALUES, min_size=4, max_size=4)),
-                        min_size=1, max_size=8))
+       members=st.lists(st.tuples(st.integers(0, 3), st.lists(_LIT_VALUES, min_size=4, max_size=4),
+                                  st.integers(0, 3)), min_size=1, max_size=8))
 def test_literal_words_keep_every_expressions_words(shapes: list[int], members) -> None:
-    """Property of emit.literal_words: for every expression, the lines with each `O.v[i]` of a
-    literal entry put back as that entry's value are its lines as rendered (nothing else changes,
-    its column entries stay first and as they were); two expressions alike but for literals below
-    2^32 end with the same lines; a literal >= 2^32 is never an entry."""
-    col = "const gl3 v0 = gl3_make(EXPS_LD((const uint64_t*)(exps_tb + O.v[0])), 0, 0);"
-
-    def body(shape: int, lits: list[int]) -> list[str]:
-        used = lits[:shape]
-        return [col, "const gl3 v1 = " + "gl3_add31(" * len(used) + "v0" +
-                "".join(f", {v}ull)" for v in used) + ";"]
-    parts = [_xpart(body(shapes[s % len(shapes)], lits), [7 << 32 | 3]) for s, lits in members]
-    before = [dict(d) for d in parts]
-    emit.literal_words(parts)
-    for d, b in zip(parts, before):
-        assert d["offs"][:1] == b["offs"] and all(o >> 32 == emit._OFF_WORD and o & 0xFFFFFFFF == o - (8 << 32)
-                                                  for o in d["offs"][1:])
-        back = [re.sub(r"O\.v\[(\d+)\]", lambda m: f"{d['offs'][int(m[1])] & 0xFFFFFFFF}ull"
-                       if int(m[1]) >= 1 else m[0], ln) for ln in d["lines"]]
-        assert back == b["lines"]
-    masked = lambda ls: [emit._LIT_RE.sub(lambda m: "#" if int(m[1]) < 1 << 32 else m[0], ln) for ln in ls]
-    for d, b in zip(parts, before):
-        for e, c in zip(parts, before):
-            if masked(b["lines"]) == masked(c["lines"]):
-                assert d["lines"] == e["lines"]
+    """Property of render_model.literal_words: for every expression, its lines with each `O.v[i]`
+    of a literal entry put back as that entry's value are its lines as rendered with none (nothing
+    else changes, its column entry stays first and as it was); two expressions alike but for
+    their columns and literals below 2^32 end with the same lines; a literal >= 2^32 is never an
+    entry."""
+    def ir(shape: int, lits: list[int], col: int) -> KernelIR:
+        ops = [Op("copy", "1", Leaf("cm", 1, stage=1, col=col), None, 1)]
+        for v in lits[:shape]:
+            ops.append(Op("add", "11", Val(len(ops) - 1, 1), Leaf("number", 1, value=v), 1))
+        return KernelIR(0, False, tuple(ops))
+    irs = [ir(shapes[s % len(shapes)], lits, col) for s, lits, col in members]
+    ats = [render_model.Offsets(trace=True) for _ in irs]
+    plain = [emit.expr_body(x, at) for x, at in zip(irs, ats)]
+    words = render_model.literal_words(irs, ats, [(0, True)] * len(irs))
+    lines = [emit.expr_body(x, at, w) for x, at, w in zip(irs, ats, words)]
+    for x, at, w, ls, pl in zip(irs, ats, words, lines, plain):
+        d = at.descs()
+        assert d[0] == 7 << 32 | x.ops[0].a.col and all(o >> 32 == render_model.OFF_WORD for o in d[1:])
+        assert sorted(w.values()) == list(range(1, len(d)))
+        assert all(x.ops[i].args()[j].value == d[k] & 0xFFFFFFFF < 1 << 32 for (i, j), k in w.items())
+        back = [re.sub(r"O\.v\[(\d+)\]", lambda m: f"{d[int(m[1])] & 0xFFFFFFFF}ull" if int(m[1]) >= 1 else m[0], ln)
+                for ln in ls]
+        assert back == pl
+    masked = lambda x: [(op.arith, op.b.value if op.b is not None and op.b.value >= 1 << 32 else None) for op in x.ops]
+    for x, ls in zip(irs, lines):
+        for y, ms in zip(irs, lines):
+            if masked(x) == masked(y):
+                assert ls == ms

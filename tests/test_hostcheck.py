@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from codegen import emit
+from codegen import emit, render_model
 from codegen.check import hostcheck
 from codegen.check import reference
 from codegen.ir import Leaf
@@ -177,7 +177,7 @@ def test_swapped_add_operands_are_detected() -> None:
     si, ks, files = _neg_setup()
     q = files[TU]
     # cm1' (opening 1 x blowup 2) and cm0, at their offsets from the row bases of shift 2 and 0
-    # (emit.offset_lines: the Q kernel's exps_offs entries)
+    # (render_model.Offsets: the Q kernel's exps_offs entries)
     m = re.search(r"gl_add\((EXPS_LD\(\(const uint64_t\*\)\(exps_rb_p2 \+ O\.v\[\d+\]\)\)), "
                   r"(EXPS_LD\(\(const uint64_t\*\)\(exps_rb \+ O\.v\[\d+\]\)\))\)", q)
     assert m, q
@@ -268,7 +268,7 @@ def test_wrong_trace_offsets_of_the_launcher_are_detected() -> None:
     ks = hostcheck.kernel_source(p.key, cov)
     files = render(ks)
     xs = emit.x_parts(ks)
-    readers = {int(d["exp_id"]) for d in xs if any(o >> 32 == emit._OFF_TRACE for o in d["offs"])}
+    readers = {int(d["exp_id"]) for d in xs if any(o >> 32 == render_model.OFF_TRACE for o in d["offs"])}
     assert readers and len(readers) < len(xs)
     assert _check_text(files, si, si_json, ei_json, ks).mismatches == []
     rt = (emit.TEMPLATES / emit.RUNTIME).read_text()
@@ -292,7 +292,7 @@ def test_wrong_literal_words_of_the_launcher_are_detected() -> None:
     ks = hostcheck.kernel_source(p.key, cover(si, ei))
     files = render(ks)
     xs = emit.x_parts(ks)
-    readers = {int(d["exp_id"]) for d in xs if any(o >> 32 == emit._OFF_WORD for o in d["offs"])}
+    readers = {int(d["exp_id"]) for d in xs if any(o >> 32 == render_model.OFF_WORD for o in d["offs"])}
     assert len(readers) == 4 and len(readers) < len(xs)
     si_json, ei_json = json.loads(p.starkinfo.read_text()), json.loads(p.expressions.read_text())
     assert _check_text(files, si, si_json, ei_json, ks).mismatches == []

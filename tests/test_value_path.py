@@ -75,7 +75,7 @@ def test_every_pk_q_row_through_the_exact_program(p) -> None:
 
 @requires("pk")
 def test_every_q_with_a_3x3_product_takes_the_value_path() -> None:
-    """The rule (emit.VALUE_MIN_MUL33 = 1, emitter 0.13.0): a Q with a 3x3 product is emitted with
+    """The rule (render_model.VALUE_MIN_MUL33 = 1): a Q with a 3x3 product is emitted with
     value-only products and the exact fallback; one without (the 3-op Test AIR) keeps its exact
     text. Counted over every kernel of ../shared/pk and the sample, by what the TUs contain."""
     took, exact = set(), set()
@@ -308,11 +308,11 @@ def _oracle_words(ir: KernelIR, cols: np.ndarray, challenges: np.ndarray | None 
 
 @needs_gxx
 def test_products_by_minus_one_and_one_are_a_negation_and_a_copy_on_the_value_path_only() -> None:
-    """emit.value_op: on the value path x * (p - 1) is 0 - x (shape 31 and 11) and x * 1 is x; the
-    exact program keeps the products (their production words are gl_mul's). The kernel, compiled as
-    host C++, against the oracle on the edge-heavy input mix, with x = 0 on a quarter of the rows
-    (a zero Q: every one of those rows runs the exact program)."""
-    from codegen.emit import value_op
+    """render_model.value_op: on the value path x * (p - 1) is 0 - x (shape 31 and 11) and x * 1 is
+    x; the exact program keeps the products (their production words are gl_mul's). The kernel,
+    compiled as host C++, against the oracle on the edge-heavy input mix, with x = 0 on a quarter of
+    the rows (a zero Q: every one of those rows runs the exact program)."""
+    from codegen.render_model import value_op
     from codegen.model import parse_starkinfo
     ir = _neg_one_q()
     assert [value_op(op).arith for op in ir.ops] == ["mul", "sub_swap", "sub", "copy", "copy", "add", "add", "mul"]
@@ -366,12 +366,12 @@ def _dist_q() -> KernelIR:
 
 @needs_gxx
 def test_a_challenges_denominators_are_distributed_on_the_value_path_only() -> None:
-    """emit.distributed: the three alpha denominators are sq0 = alpha^2 once, then alpha^2 * a +
-    alpha * b each (6 base products instead of 9), the two gamma ones likewise with sq1; the one
+    """render_model.distributed: the three alpha denominators are sq0 = alpha^2 once, then alpha^2 *
+    a + alpha * b each (6 base products instead of 9), the two gamma ones likewise with sq1; the one
     whose two challenges differ and the final product are as the IR says; the exact program keeps
     the IR's order. The kernel, compiled as host C++, against the oracle on the edge-heavy mix,
     with a zero Q on a quarter of the rows (the exact program's)."""
-    from codegen.emit import DISTRIBUTE_MIN, distributed
+    from codegen.render_model import DISTRIBUTE_MIN, distributed
     from codegen.model import parse_starkinfo
     assert DISTRIBUTE_MIN == 2
     ir = _dist_q()
