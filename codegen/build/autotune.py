@@ -37,7 +37,7 @@ log = logging.getLogger("exps_codegen")
 #: the Goldilocks prime (spec §1)
 GL_P = (1 << 64) - (1 << 32) + 1
 #: number literals a probe keeps as they are: the emitter renders a product by 1 as a copy and by
-#: p - 1 as a negation (emit.value_op), and 0 is the zero it subtracts from
+#: p - 1 as a negation (render_model.value_op), and 0 is the zero it subtracts from
 _KEPT_LITERALS = (0, 1, GL_P - 1)
 
 
