@@ -4,8 +4,9 @@
 
 For each AIR of the sample (a key holding that AIR alone, copied from provingkey-sample/), each
 repetition: a cold build (empty object cache and build dir), then one number literal of its Q
-changed to the next value of its class (the first literal other than 0, 1 and p - 1: an edit to
-or from those changes the kernel's shape, which the value path specializes, and tunes afresh),
+changed (`edit_one_constant`: a literal Q has once, to a value of its class that Q has nowhere;
+an edit to or from 0, 1 or p - 1, which the value path specializes, or to a value Q has elsewhere
+can change the kernel's shape, which is tuned afresh),
 then the rebuild; and a cold build of the edited key in a fresh cache and build dir, whose `.so`
 must be byte-identical to the rebuild's. CPU is the user + system time of the build and every
 process it waited for (nvcc, ptxas, ...); nvcc runs are counted through `bench/nvcc_log.sh`
@@ -42,17 +43,22 @@ def literal_class(v: int) -> int:
 
 
 def edit_one_constant(key: Path, rel: str) -> tuple[int, int]:
-    """Change the first literal of Q (not 0, 1 or p - 1) to the next value of its class."""
+    """Change one literal of Q: the first one (not 0, 1 or p - 1) whose value Q has only there, to
+    the next value of its class that Q has nowhere (a constant of the circuit edited: a range bound,
+    an id; an edit to a value Q uses elsewhere can merge two ops, another shape, tuned afresh)."""
     si = json.loads((key / (rel + ".starkinfo.json")).read_text())
     path = key / (rel + ".expressionsinfo.json")
     ei = json.loads(path.read_text())
     q = next(e for e in ei["expressionsCode"] if e["expId"] == si["cExpId"])
-    src = next(s for op in q["code"] for s in op["src"] if s["type"] == "number"
-               and int(s["value"]) not in KEPT and literal_class(int(s["value"]) + 1) == literal_class(int(s["value"])))
-    old = int(src["value"])
-    src["value"] = str(old + 1)
+    nums = [s for op in q["code"] for s in op["src"] if s["type"] == "number"]
+    values = [int(s["value"]) for s in nums]
+    src = next(s for s, v in zip(nums, values) if v not in KEPT and values.count(v) == 1)
+    old = new = int(src["value"])
+    while new == old or new in values or new in KEPT or literal_class(new) != literal_class(old):
+        new += 1
+    src["value"] = str(new)
     path.write_text(json.dumps(ei))
-    return old, old + 1
+    return old, new
 
 
 def build(key: Path, work: Path, tag: str, arch: str, cache: Path) -> dict:

@@ -354,16 +354,47 @@ def test_probes_of_chunks_are_of_the_shape_not_of_the_constants(tmp_path, monkey
     assert (t3["ops_per_chunk"], t3["min_blocks"], t3["probes"]) == (t["ops_per_chunk"], t["min_blocks"], t["probes"])
 
 
+def test_probe_literals_keep_the_shape_and_ignore_the_values() -> None:
+    """Stand-ins of each literal's class (its zero, all-ones and nonzero halves kept), 0, 1 and p - 1
+    as they are, equal literals equal and distinct ones distinct; an edit of a literal Q has once,
+    to a value of its class that Q has nowhere, changes no stand-in; an edit to a value Q has
+    elsewhere makes the two equal, as they are."""
+    from codegen.ir import KernelIR, Leaf, Op, Val
+    P = at.GL_P
+
+    def q(*lits):
+        ops = [Op("add", "11", Leaf("cm", 1, stage=1), Leaf("cm", 1, stage=1, col=1), 1)]
+        ops += [Op("mul", "11", Val(i, 1), Leaf("number", 1, value=v), 1) for i, v in enumerate(lits)]
+        return KernelIR(0, True, tuple(ops))
+
+    def stand(ir):
+        return [op.b.value for op in ir.ops[1:]]
+    lits = (7, 7, 1 << 40, (5 << 32) | 9, P + 3, 0, 1, P - 1, 1 << 40)
+    got = stand(at.probe_literals(q(*lits)))
+    assert got[5:8] == [0, 1, P - 1]                                      # kept
+    assert got[0] == got[1] and got[2] == got[8] and len({got[0], got[2], got[3], got[4]}) == 4
+    assert [at._literal_class(v)[0] for v in got[:5]] == [at._literal_class(v)[0] for v in lits[:5]]
+    assert all(g != v for g, v in zip(got[:5], lits[:5]))
+    edited = stand(at.probe_literals(q(7, 7, 1 << 40, (5 << 32) | 10, P + 3, 0, 1, P - 1, 1 << 40)))
+    assert edited == got
+    merged = stand(at.probe_literals(q(7, 7, 1 << 40, 7, P + 3, 0, 1, P - 1, 1 << 40)))
+    assert merged[3] == merged[0] != got[3]
+
+
 def bk_bump(d: Path, base: str) -> None:
-    """Change the first number literal of Q that is not 0, 1 or p - 1 (a value of its class)."""
+    """Change a literal of Q that it has only once (not 0, 1 or p - 1) to a value of its class
+    that Q has nowhere: a constant of the circuit edited."""
     si = json.loads((d / f"{base}.starkinfo.json").read_text())
     ei_path = d / f"{base}.expressionsinfo.json"
     ei = json.loads(ei_path.read_text())
     q = next(e for e in ei["expressionsCode"] if e["expId"] == si["cExpId"])
-    src = next(s for op in q["code"] for s in op["src"] if s["type"] == "number"
-               and int(s["value"]) not in at._KEPT_LITERALS and at._literal_class(int(s["value"]) + 1)[0]
-               == at._literal_class(int(s["value"]))[0])
-    src["value"] = str(int(src["value"]) + 1)
+    nums = [s for op in q["code"] for s in op["src"] if s["type"] == "number"]
+    values = [int(s["value"]) for s in nums]
+    src = next(s for s, v in zip(nums, values) if v not in at._KEPT_LITERALS and values.count(v) == 1)
+    old = new = int(src["value"])
+    while new == old or new in values or at._literal_class(new)[0] != at._literal_class(old)[0]:
+        new += 1
+    src["value"] = str(new)
     ei_path.write_text(json.dumps(ei))
 
 

@@ -57,23 +57,24 @@ def _literal_class(v: int) -> tuple[int, int, int]:
 
 def probe_literals(q: KernelIR) -> KernelIR:
     """The IR a tuning probe compiles: every number literal but 0, 1 and p - 1 replaced by a
-    stand-in of its class (`_literal_class`), the i-th distinct literal of a class by the class's
-    base + i (equal literals stay equal, distinct ones distinct: the IR passes make of it what they
-    make of the real one, CSE included). So a probe's text depends on the expression's shape, not
-    on its constants: after an edit of a constant its probes are object-cache hits and the tuner
-    chooses what it chose, and a cold build of the edited key, tuning afresh, chooses the same."""
+    stand-in of its class (`_literal_class`): the class's base plus the place of the value's first
+    occurrence in Q (op index and operand), so equal literals stay equal and distinct ones distinct
+    (the IR passes make of it what they make of the real one, CSE included), and an edit of one
+    literal to a value that Q has nowhere else changes no stand-in. So a probe's text depends on the
+    expression's shape, not on its constants: after such an edit its probes are object-cache hits
+    and the tuner chooses what it chose, and a cold build of the edited key, tuning afresh, chooses
+    the same."""
     stand_in: dict[int, int] = {}
-    count: dict[int, int] = {}
 
-    def arg(a):
+    def arg(a, place: int):
         if not isinstance(a, Leaf) or a.kind != "number" or a.value in _KEPT_LITERALS:
             return a
         if a.value not in stand_in:
-            c, base, step = _literal_class(a.value)
-            stand_in[a.value] = base + step * count.get(c, 0)
-            count[c] = count.get(c, 0) + 1
+            _, base, step = _literal_class(a.value)
+            stand_in[a.value] = base + step * place
         return dataclasses.replace(a, value=stand_in[a.value])
-    ops = tuple(Op(op.arith, op.shape, arg(op.a), None if op.b is None else arg(op.b), op.dim) for op in q.ops)
+    ops = tuple(Op(op.arith, op.shape, arg(op.a, 2 * i), None if op.b is None else arg(op.b, 2 * i + 1), op.dim)
+                for i, op in enumerate(q.ops))
     return KernelIR(q.exp_id, q.extended, ops)
 
 
