@@ -313,45 +313,24 @@ def test_small_kernel_first_probe_is_its_final_compile(tmp_path, monkeypatch):
 
 
 @needs_nvcc
-def test_probes_of_chunks_are_of_the_shape_not_of_the_constants(tmp_path, monkeypatch):
-    """A probe of chunks compiles stand-ins for the literals (`autotune.probe_literals`): after an
-    edit of one of Shared's constants every probe is an object-cache hit (no nvcc run) and the
-    choice is the same; a cold tune of the edited key (an empty cache) chooses the same too, so a
-    build that reuses the probes places what a cold build places. The search is forced through
-    chunked plans (a first probe of 48 ops per chunk, the exact search)."""
-    from codegen.build import probes
-    monkeypatch.setattr(at, "first_probe", lambda ir, plans, m=None: (48, False))
-    monkeypatch.setattr(probes, "first_probe", lambda ir, plans, m=None: (48, False))
-    monkeypatch.setattr(probes, "tune", functools.partial(at.tune, margin=0.0))
-    src = SAMPLE / "Rec/airs/Shared/recursive1/Shared"
-    launcher, log, ir_json, tune_json, man, content, settings = _tuned_as_cc(tmp_path, monkeypatch, "sh", src)
+def test_a_plan_probed_whole_is_ccs_own_compile(tmp_path, monkeypatch):
+    """The sample's Medium (6 chunk kernels at its choice, every chunk probed): its probes compile
+    the Q TUs exactly as cc does, so cc takes the winner's TUs and their twins from the cache and
+    compiles only the expressions' TU and the generic inverse kernel's."""
+    from codegen.build.actions import act_cc, act_emit
+    launcher, log, ir_json, tune_json, man, content, settings = _tuned_as_cc(
+        tmp_path, monkeypatch, "m", SAMPLE / "Basic/airs/Medium/air/Medium")
     t = json.loads(tune_json.read_text())
-    probes = [c for c in log.read_text().splitlines() if "-DEXPS_TWIN" not in c]
-    assert len(t["probes"]) >= 2 and probes and all(c.split()[-3].endswith("sh_qprobe.cu") for c in probes)
-    # the probe's text holds no literal of the key's but 0, 1 and p - 1
-    real = {int(op_arg.value) for op in load_coverage(str(ir_json))[1].q.ops for op_arg in op.args()
-            if getattr(op_arg, "kind", "") == "number"}
-    text = next((tmp_path / "probe").rglob("sh_qprobe.cu"), None)
-    assert text is None or not ({int(v) for v in re.findall(r"\b(\d+)ull\b", text.read_text())}
-                                & (real - set(at._KEPT_LITERALS)))
-    # an edit of a constant: the same choice with no probe compiled
-    key = tmp_path / "edited"
-    shutil.copytree(src.parent, key)
-    bk_bump(key, "Shared")
+    assert t["ops_per_chunk"] == 96 and "96" not in t["sampled"]
+    assert act_emit("m", str(ir_json), str(tune_json), str(man.parent / "src"), str(man), settings)
+    files = json.loads(man.read_text())["files"]
+    assert sorted(files) == ["exps_xinv.cu", "m_abi.cpp", "m_q0.cu", "m_q1.cu", "m_x0.cu"]
     log.unlink()
-    act_ir("sh", str(key / "Shared.starkinfo.json"), str(key / "Shared.expressionsinfo.json"), str(ir_json), [])
-    assert json.loads(ir_json.read_text())["content"] != content
-    assert act_tune("sh", str(ir_json), str(tmp_path / "tune2.json"), str(tmp_path / "probe2"), [90], None,
-                    launcher=[str(launcher)], settings=settings)
-    t2 = json.loads((tmp_path / "tune2.json").read_text())
-    assert not log.exists() or [c for c in log.read_text().splitlines() if "qprobe" in c] == []
-    assert (t2["ops_per_chunk"], t2["min_blocks"], t2["probes"]) == (t["ops_per_chunk"], t["min_blocks"], t["probes"])
-    # a cold tune of the edited key chooses the same
-    monkeypatch.setenv("EXPS_CACHE_DIR", str(tmp_path / "cold-cache"))
-    assert act_tune("sh", str(ir_json), str(tmp_path / "tune3.json"), str(tmp_path / "probe3"), [90], None,
-                    launcher=[], settings=settings)
-    t3 = json.loads((tmp_path / "tune3.json").read_text())
-    assert (t3["ops_per_chunk"], t3["min_blocks"], t3["probes"]) == (t["ops_per_chunk"], t["min_blocks"], t["probes"])
+    assert act_cc("m", str(man), str(tmp_path / "k" / "obj"), str(tmp_path / "k" / "objs.json"), [90], [],
+                  [], launcher=[str(launcher)])
+    cc = sorted(x.split()[-3].rsplit("/", 1)[-1] for x in log.read_text().splitlines())
+    assert cc == ["exps_runtime.cpp", "exps_xinv.cu", "m_x0.cu"], cc
+    assert json.loads((tmp_path / "k" / "objs.json").read_text())["hits"] == 2     # m_q0.cu, m_q1.cu
 
 
 def test_probe_literals_keep_the_shape_and_ignore_the_values() -> None:
@@ -644,6 +623,34 @@ def test_large_plans_probe_device_code_of_representatives_only(tmp_path) -> None
     assert all(PROBE_SAMPLE <= len(v) <= PROBE_SAMPLE + 1 and v[0] == 0 for v in t["sampled"].values())
     assert t["ops_per_chunk"] in {p["ops_per_chunk"] for p in t["probes"] if p["spills"] == 0}
     assert "probed" not in t
+    # its probes hold stand-ins for the literals, no literal of the key's but 0, 1 and p - 1 ...
+    real = {int(a.value) for op in load_coverage(str(tmp_path / "ir.json"))[1].q.ops for a in op.args()
+            if getattr(a, "kind", "") == "number"}
+    texts = [p.read_text() for p in (tmp_path / "w").rglob("k_qprobe.cu")]
+    assert all(not ({int(v) for v in re.findall(r"\b(\d+)ull\b", x)} & (real - set(at._KEPT_LITERALS)))
+               for x in texts)
+    # ... so after an edit of one of its constants every probe is an object-cache hit and the
+    # choice is the same; a cold tune of the edited key (an empty cache) chooses the same too
+    key = tmp_path / "edited"
+    shutil.copytree(rel.parent, key)
+    bk_bump(key, "Large")
+    os.environ["EXPS_CACHE_DIR"] = str(tmp_path / "cache")
+    try:
+        act_ir("k", str(key / "Large.starkinfo.json"), str(key / "Large.expressionsinfo.json"),
+               str(tmp_path / "ir2.json"), [], remove_stale=False)
+        assert json.loads((tmp_path / "ir2.json").read_text())["content"] != \
+            json.loads((tmp_path / "ir.json").read_text())["content"]
+        assert act_tune("k", str(tmp_path / "ir2.json"), str(tmp_path / "tune2.json"), str(tmp_path / "w2"), [90],
+                        None, launcher=[str(launcher)])
+        assert not log.exists() or log.read_text() == "\n".join(every) + "\n"     # nothing compiled
+        os.environ["EXPS_CACHE_DIR"] = str(tmp_path / "cold-cache")
+        assert act_tune("k", str(tmp_path / "ir2.json"), str(tmp_path / "tune3.json"), str(tmp_path / "w3"), [90],
+                        None, launcher=[])
+    finally:
+        os.environ.pop("EXPS_CACHE_DIR")
+    for n in ("tune2.json", "tune3.json"):
+        t2 = json.loads((tmp_path / n).read_text())
+        assert (t2["ops_per_chunk"], t2["min_blocks"], t2["probes"]) == (t["ops_per_chunk"], t["min_blocks"], t["probes"])
 
 
 def _report(**stores_loads: tuple[int, int]) -> dict:

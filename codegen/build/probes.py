@@ -16,7 +16,8 @@ from codegen.build.autotune import (MAX_PROBES, SPILL_SLACK_BYTES, TuneResult, b
 from codegen.build.cache import ObjectCache
 from codegen.build.heartbeat import Heartbeat
 from codegen.build.kernelcc import HIDDEN, compile_options, compile_tus, compile_twins, stage_sources
-from codegen.emit import Q_KERNEL_RE, TU_OPS, XINV_TU, KernelSource, device_tus, q_symbols, render, render_probe
+from codegen.emit import (Q_KERNEL_RE, TU_OPS, XINV_TU, KernelSource, device_tus, q_symbols, render, render_probe,
+                          tu_twins)
 from codegen.ir import KernelIR
 from codegen.plan import Plan, plan
 
@@ -249,15 +250,23 @@ class Prober:
             return regs, spills
         if len(reps) < ks.plan.n_chunks:
             self.sampled[pl.ops_per_chunk] = reps
-        ks = KernelSource(key, self.probe_q, pl, [], "0" * 64, min_blocks=min_blocks)
-        tus = stage_sources(render_probe(ks, reps), sub)
+        if self.as_cc and 1 < ks.plan.n_chunks == len(reps):
+            # a plan probed whole: its Q TUs exactly as cc compiles them (the real literals), so
+            # that cc finds them if it wins; a constant's edit probes it again (cc's compile)
+            tus = stage_sources({n: t for n, t in render(ks).items() if n.endswith(".cu")}, sub)
+            twins = [(w["tu"], [c for c, _, _ in w["chunks"]]) for w in tu_twins(ks)]
+        else:
+            ks = KernelSource(key, self.probe_q, pl, [], "0" * 64, min_blocks=min_blocks)
+            tus = stage_sources(render_probe(ks, reps), sub)
+            twins = [(tus[0].name, reps)]
         got = compile_tus(tus, sub / "obj", compile_options(self.archs, self.cache) if self.as_cc
                           else prelude.options(self.cubin, self.cache), self.cache, self.launcher)
         regs, spills = self.measured(ks.plan, min_blocks, got)
         if self.chunk_bounds and self.as_cc and not spills and \
                 cost(q, pl, fill_unprobed(ks.q, ks.plan, regs, reps)) <= TWIN_PROBE_MARGIN * best_at_start:
-            regs = with_twins(ks, reps, regs, tus[0].name, got, sub / "obj", compile_options(self.archs, self.cache),
-                              self.cache, self.launcher)
+            for tu, chunks in twins:
+                regs = with_twins(ks, chunks, regs, tu, got, sub / "obj", compile_options(self.archs, self.cache),
+                                  self.cache, self.launcher)
         regs = fill_unprobed(ks.q, ks.plan, regs, reps)
         if not spills and not min_blocks:
             self.best_cost = min(self.best_cost, cost(q, pl, regs))
