@@ -75,7 +75,7 @@ def test_search_finds_model_optimum_with_few_probes():
 
 
 def test_search_stops_when_no_untried_plan_can_win():
-    """Issue #15: the search stops once every untried candidate's cost at full occupancy
+    """The search stops once every untried candidate's cost at full occupancy
     (`floor_cost`, a lower bound of its cost at any registers) is no better than the best measured.
     Tiny (39 ops) at 40 registers: the single kernel costs W + CHUNK, the 2-chunk plan at least
     W + 2 CHUNK: one probe."""
@@ -87,7 +87,7 @@ def test_search_stops_when_no_untried_plan_can_win():
     assert at.floor_cost(q, two) >= res.probes[0].cost
     assert all(at.floor_cost(q, two) <= at.cost(q, two, [r] * two.n_chunks) for r in (1, 40, 64, 72, 128, 255))
     # below SINGLE_ONLY_BELOW ops the single kernel is kept unless it spills (the model's 2-chunk
-    # plans ran 0.78x-0.94x on the H200, session 7): at 255 registers still one compile; a spill
+    # plans ran 0.78x-0.94x on the H200, bench/data/sweep-waves-h200.json): at 255 registers still one compile; a spill
     # sends the search on, to the 2-chunk plan
     assert len(q.ops) < at.SINGLE_ONLY_BELOW
     log.clear()
@@ -187,7 +187,7 @@ def test_slots_cap_skips():
 
 
 def test_no_single_kernel_for_a_huge_q():
-    """Issue #15: above MAX_SINGLE_OPS ops one kernel is never tried (nvcc time grows faster than
+    """Above MAX_SINGLE_OPS ops one kernel is never tried (nvcc time grows faster than
     linearly), even when every chunking spills."""
     assert 0 in at.candidates(at.MAX_SINGLE_OPS) and 0 not in at.candidates(at.MAX_SINGLE_OPS + 1)
     q = q_of(LARGE)
@@ -247,7 +247,7 @@ def _tuned_as_cc(tmp_path: Path, monkeypatch, key: str, base: Path) -> tuple:
 
 @needs_nvcc
 def test_one_target_arch_runs_no_cubin_compile(tmp_path, monkeypatch):
-    """Issue #15 (build CPU): with the tune arch the only target every probe compiles as cc does
+    """With the tune arch the only target every probe compiles as cc does
     (`-c -fatbin`), so tune never asks the device prelude about `-cubin`: on a cold cache that
     question alone was two nvcc runs (the prelude's probe TU with and without it). With a second
     target arch the probes are `-cubin` and it is asked (once per process and cache)."""
@@ -272,7 +272,7 @@ def test_one_target_arch_runs_no_cubin_compile(tmp_path, monkeypatch):
 
 @needs_nvcc
 def test_small_kernel_first_probe_is_its_final_compile(tmp_path, monkeypatch):
-    """Issue #15: Tiny (39 Q ops, 2 expressions) is one device TU of its own and the estimate expects
+    """Tiny (39 Q ops, 2 expressions) is one device TU of its own and the estimate expects
     its single kernel to end the search: tune compiles that TU exactly as cc will (`-c -fatbin`,
     sm_90, the kernel's real source hash) and nothing else; cc's device TU is then an object cache
     hit: cc runs only the host compiles of the launch table and the generic launcher, and the
@@ -315,7 +315,7 @@ def test_small_kernel_first_probe_is_its_final_compile(tmp_path, monkeypatch):
 
 @needs_nvcc
 def test_chosen_probe_is_ccs_first_device_tu(tmp_path, monkeypatch):
-    """Issue #15: Shared (154 Q ops) probes three plans, each compiled as cc compiles (`-c -fatbin`,
+    """Shared (154 Q ops) probes three plans, each compiled as cc compiles (`-c -fatbin`,
     sm_90 the only target); the chosen one is not the first probe, so its chunks (`probed` in
     tune.json) become a device TU of their own with the probe's text: cc takes it from the object
     cache and compiles only the expressions' TU (and the generic inverse kernel's: this cache is cold).
@@ -439,13 +439,13 @@ def _evenly_spaced_and_top(k: int):
 @pytest.mark.parametrize("sweep_file", ["sweep-waves-h200.json", "sweep-waves-h200-s4.json", "sweep-h200-s7.json",
                                         "sweep-h200-s14.json"])
 def test_sampled_registers_choose_as_every_chunks_registers_would(sweep_file: str) -> None:
-    """The four H200 sweeps that recorded every chunk kernel's registers (sessions 3, 4, 7, 14; 19,
+    """The four H200 sweeps that recorded every chunk kernel's registers (19,
     19, 5 and 19 AIRs): the tuner that sees only the `representatives`' registers (PROBE_SAMPLE = 6
     evenly spaced chunks and the top estimate) and `fill_unprobed`'s for the rest chooses, on every
     AIR, the chunking it chooses knowing every chunk's registers. With 3 evenly spaced chunks
-    (0.19.0) it did not on two of the sweeps: the sample's Large at 96 instead of 128 (session 14)
-    and ConnectionNew at 128 instead of 96 (session 7; there also Large at 64 instead of 96 before
-    PRUNE_MARGIN); with 5, on session 3's."""
+    (0.19.0) it did not on two of the sweeps: the sample's Large at 96 instead of 128 (sweep-h200-s14)
+    and ConnectionNew at 128 instead of 96 (sweep-h200-s7; there also Large at 64 instead of 96
+    without PRUNE_MARGIN); with 5, on sweep-h200-s3."""
     from bench.replay_tune import q_irs, replay
     from codegen.build.actions import PROBE_SAMPLE, representatives
     assert PROBE_SAMPLE == 6
@@ -476,7 +476,7 @@ MARGIN_SWEEPS = {"sweep-waves-h200.json": (26, 25, {"SpecifiedRanges": (128, 96)
 @requires("pk")
 @pytest.mark.parametrize("sweep_file", sorted(MARGIN_SWEEPS))
 def test_the_prune_margin_keeps_every_choice_on_the_recorded_sweeps(sweep_file: str) -> None:
-    """Issue #15: PRUNE_MARGIN = 0.05 (a plan that could beat the best by at most 5% at full
+    """PRUNE_MARGIN = 0.05 (a plan that could beat the best by at most 5% at full
     occupancy is not compiled) chooses on every AIR of the four H200 sweeps what the exact search
     (margin 0) chooses, from fewer probes (4-14%); 0.06 or more takes SpecifiedRanges at 96 ops per
     chunk or as one kernel instead (1.03x-1.85x slower on the sweeps)."""
@@ -630,7 +630,7 @@ def test_chunk_stats_counts_spills_above_the_slack_only():
 
 @needs_nvcc
 def test_a_spill_within_the_slack_is_no_spill(tmp_path, monkeypatch):
-    """ptxas trades a word or two of spill for one more block per SM (session 11: MultiRangeCheck2's
+    """ptxas trades a word or two of spill for one more block per SM (MultiRangeCheck2's
     single kernel at 0.17.5, 80 registers and 4 B, 1.21x faster as one kernel than the chunks a strict
     rule cut it into). At 0.20.0 (nvcc 13, sm_90) RangeCheckMix's single kernel is 122 registers, and
     bounded to 3 blocks per SM ptxas fits 80 storing 8 B (0.18.1's example, the sample's Medium at 96
@@ -745,8 +745,8 @@ def test_the_tune_bounds_a_single_kernel_with_real_nvcc(tmp_path, monkeypatch, b
     assert max(natural["regs"]) >= 80 and max(bounded["regs"]) <= 80
     assert (bounded["spills"] == 0) == (bound == 3)
     # Lookup2_12 (0.20.0): unbounded, ptxas fits 3 blocks with 24 B spilled; bounded it does not
-    # spill, at once (session 22: up to then the tune compiled a 64-op chunking first, cost 253,
-    # for the bounded kernel's 205 to beat; every chunking's floor_cost is >= 247)
+    # spill, and is compiled at once (not after a 64-op chunking of cost 253 that the bounded
+    # kernel's 205 must beat; every chunking's floor_cost is >= 247)
     assert (natural["spills"] > 0) == (base == L2_12)
     assert [(p["ops_per_chunk"], p["min_blocks"]) for p in t["probes"]] == [(0, 0), (0, 3)]
     if base == L2_12:
@@ -855,7 +855,7 @@ def test_a_single_kernel_that_spilled_is_bounded_where_chunks_were_chosen(n_ops,
 @pytest.mark.parametrize("base", [TINY, MEDIUM, SAMPLE / "Rec/airs/Shared/recursive1/Shared"], ids=["Tiny", "Medium", "Shared"])
 @pytest.mark.parametrize("margin", [0.0, at.PRUNE_MARGIN])
 def test_the_bounded_single_kernel_first_chooses_as_after_the_search_from_fewer_compiles(base, margin):
-    """Session 22: tune(compile_bounded=...) compiles the single kernel bounded as soon as its probe
+    """tune(compile_bounded=...) compiles the single kernel bounded as soon as its probe
     spills at >= 80 registers, and a bounded kernel that does not spill is a candidate from then
     on. Against the search without it followed by bound_single (which compiled the same bounded
     kernel in the same cases, after the search), over single kernels that spill 0, 8 or 24 B,

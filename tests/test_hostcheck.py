@@ -14,7 +14,6 @@ import pytest
 from codegen import emit
 from codegen.check import hostcheck
 from codegen.check import reference
-from codegen.ir import Leaf
 from codegen.discover import discover
 from codegen.emit import render
 from codegen.check.hostcheck import EDGE, EPS, P, POISON, CheckResult, check_air, check_kernel, raw_words
@@ -380,7 +379,7 @@ def test_check_result_ok() -> None:
     assert CheckResult().ok and not CheckResult(mismatches=["x"]).ok
 
 
-# ==================================================== the oracle owns the numerator dim (issue 11)
+# ==================================================== the oracle owns the numerator dim
 def _medium():
     [p] = [p for p in discover(SAMPLE) if p.base == "Medium"]
     si, ei = load_air(p.starkinfo, p.expressions)
@@ -429,7 +428,7 @@ def test_flipped_num1_in_rendered_text_is_detected() -> None:
                                                                f"expr {one} MUL_INV destDim 3 expr"]
 
 
-# ============================ exps_launch_expr: every mode x destDim x vdim x numerator dim (issue 11)
+# ============================ exps_launch_expr: every mode x destDim x vdim x numerator dim
 ESI = {
     "name": "Enum", "airgroupId": 0, "airId": 0, "nStages": 2, "starkStruct": {"nBits": 3, "nBitsExt": 4},
     "cmPolsMap": [{"stage": 1, "dim": 1, "stagePos": 0}, {"stage": 1, "dim": 1, "stagePos": 1},
@@ -498,7 +497,7 @@ def test_launch_expr_every_shape() -> None:
         assert [lib.exps_expr_covered(e) for e in range(1, 12)] == [0, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0]
 
 
-# ============================== real chunked Q at the tuner's chunking, in the default run (issue 11)
+# ============================== real chunked Q at the tuner's chunking, in the default run
 CONNECTION_NEW = PK / "connection/provingKey/connection/Connection/airs/ConnectionNew/air/ConnectionNew"
 MEDIUM = SAMPLE / "synth/Basic/airs/Medium/air/Medium"
 

@@ -1,4 +1,4 @@
-"""Issue #17 through the real CLI (`exps-codegen build/status` subprocesses, arch 90, chunk 0, the
+"""Hostile inputs through the real CLI (`exps-codegen build/status` subprocesses, arch 90, chunk 0, the
 SMALL AIRs): hostile path names never execute anything, unreadable / vanished AIRs lose their
 `.so` with a line in the summary, strict JSON (duplicate key, dangling hint) fails one AIR only,
 and a full disk (a real tmpfs) gives one line per failing AIR and no partial `.so`.
@@ -17,12 +17,11 @@ import shutil
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from buildkit import DODO, SAMPLE, SHARED1, SHARED2, SKIPPED, SMALL, TINY, copy_key, exps_codegen
+from buildkit import DODO, SAMPLE, SHARED1, SHARED2, TINY, copy_key, exps_codegen
 from codegen.build import toolchain as tc
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None and not os.environ.get("CI"),
@@ -172,9 +171,7 @@ def test_unreadable_air_loses_its_so(env: Env, make, why: str) -> None:
     assert rc == 0 and sorted(_so_files(pk)) == sorted(BUILT), out
     shared = {r: (pk / (r + ".exps.so")).stat().st_mtime_ns for r in (SHARED1, SHARED2)}
     make(pk / (TINY + ".starkinfo.json"))
-    t0 = time.monotonic()
-    rc, out = env.run("build", pk, build, timeout=120)       # a read of the FIFO would hang here
-    assert time.monotonic() - t0 < 60
+    rc, out = env.run("build", pk, build, timeout=300)       # a read of the FIFO would hang: TimeoutExpired
     _no_traceback(out)
     assert sorted(_so_files(pk)) == [SHARED1, SHARED2]
     assert {r: (pk / (r + ".exps.so")).stat().st_mtime_ns for r in (SHARED1, SHARED2)} == shared

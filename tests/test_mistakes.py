@@ -1,6 +1,6 @@
 """Every user mistake is one line and exit code 2, with no traceback and nothing created; an
 interrupt is one line and exit code 130, leaves no process behind, and the next build completes.
-Through the real `exps-codegen` and `doit` (our dodo.py) in subprocesses (issue #10; the table of
+Through the real `exps-codegen` and `doit` (our dodo.py) in subprocesses (the table of
 docs/USAGE.md is these cases)."""
 from __future__ import annotations
 
@@ -288,11 +288,9 @@ def test_interrupt_is_one_line_and_kills_the_compilers(tmp_path: Path, front: st
         time.sleep(0.2)
     assert _procs_with(str(tmp_path)) == [] and not any(_alive(pid) for pid in stalled)
     assert bk.so_files(kit.pk) == set()
-    # the next build completes (lock released, no stale state), within a bound
-    t0 = time.monotonic()
+    # the next build completes (lock released, no stale state)
     kit.doit(timeout=300)
     assert bk.so_files(kit.pk) == {bk.TINY}
-    assert time.monotonic() - t0 < 300
 
 
 @pytest.mark.parametrize("front", ["cli", "doit"])
@@ -318,7 +316,6 @@ def test_sigkill_of_the_front_end_leaves_no_process_and_no_lock(tmp_path: Path, 
         assert left() == []
     finally:
         bk.kill_strays(kit.root)
-    t0 = time.monotonic()
     p = kit.doit(timeout=300)
     assert "waiting for the build" not in p.stderr, p.stderr
-    assert bk.so_files(kit.pk) == {bk.TINY} and time.monotonic() - t0 < 300
+    assert bk.so_files(kit.pk) == {bk.TINY}

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 
 from codegen.check import gl64
 from codegen.check import hostcheck
-from codegen.emit import KernelSource, render, render_parts, x_parts
+from codegen.emit import KernelSource, render, x_parts
 from codegen.ir import KernelIR, Leaf, Op, Val
 from codegen.coverage import cover
 from codegen.model import load_air

@@ -19,7 +19,7 @@ HEADER = Path(__file__).resolve().parent.parent / "templates" / "gen_common.cuh"
 VARIANTS = Path(__file__).resolve().parent.parent / "bench" / "baseline" / "gl_mul_variants.cuh"
 #: the opaque constants the device forms take (exps_k1() = 1, KE = 0 - K1)
 CONSTS = {"K1": 1, "KE": EPS, "exps_k1()": 1}
-#: the header's device forms, and gl_mul_v050 (the form gl_mul replaced, issue #13) and gl_mul_w5 (the
+#: the header's device forms, and gl_mul_v050 (the form gl_mul replaced) and gl_mul_w5 (the
 #: other candidate) of VARIANTS, bench/fieldops.py variants (-DEXPS_GL_MUL_V050 / -DEXPS_GL_MUL_W5)
 OPS = {"gl_add": gl64.s_add, "gl_sub": gl64.s_sub, "gl_mul": gl64.s_mul,
        "gl_mul_v050": gl64.s_mul, "gl_mul_w5": gl64.s_mul}
@@ -52,8 +52,8 @@ def test_device_form_equals_the_oracle_on_mixed_words(func: str) -> None:
 
 
 def test_the_simulator_catches_a_wrong_form() -> None:
-    """A mutant of gl_canon_dev (its carry dropped) and one that reads an add carry with subc (the
-    bug of session 4's first device add) must not pass."""
+    """A mutant of gl_canon_dev (its carry dropped) and one that reads an add carry with subc (a
+    bug a first device add had) must not pass."""
     asm = ptxsim.extract(HEADER, "gl_canon_dev")
     assert "madc.lo.u32 pv, 0, 0, 0" in asm.text
     dropped = ptxsim.Asm(asm.func, asm.text.replace("madc.lo.u32 pv, 0, 0, 0", "mad.lo.u32 pv, 0, 0, 0"),
@@ -73,7 +73,7 @@ def test_an_unknown_instruction_is_an_error() -> None:
 
 def test_gl_mul_is_the_adopted_form() -> None:
     """The header's `gl_mul` (the one every build compiles, and the one `device("gl_mul")` runs) is
-    the subtract-first form of issue #13; the replaced form and the other candidate live in
+    the subtract-first form; the replaced form and the other candidate live in
     bench/baseline/gl_mul_variants.cuh only, which takes the header's place only where a bench
     defines EXPS_GL_MUL_V050 / _W5 (and EXPS_GL_MUL_DEFINED keeps the header's own out)."""
     forms = {f: ptxsim.extract(VARIANTS if f != "gl_mul" else HEADER, f).text
@@ -87,7 +87,7 @@ def test_gl_mul_is_the_adopted_form() -> None:
 
 
 def _reduction_case(a: int, b: int) -> tuple[int, int]:
-    """(c, b) of gl_mul's reduction in the order of issue #13: b = [lo < hh], c = carry of
+    """(c, b) of gl_mul's reduction in the subtract-first order: b = [lo < hh], c = carry of
     (lo - hh mod 2^64) + hl * EPS; k = c - b."""
     prod = a * b
     lo, hh, hl = prod & ((1 << 64) - 1), prod >> 96, (prod >> 64) & EPS

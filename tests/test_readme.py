@@ -1,4 +1,4 @@
-"""README can never again hold a command that fails (issue #10).
+"""README can never again hold a command that fails.
 
 Every line of every ```bash block of README.md runs as a subprocess, in order, from the checkout,
 with a temporary build root (EXPS_BUILD_ROOT) and object cache, and must exit 0. Substitutions:

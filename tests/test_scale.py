@@ -1,4 +1,4 @@
-"""AIRs of any size build, verify and run (issue #15): a 100,000-op synthetic Q (slow: the cold
+"""AIRs of any size build, verify and run: a 100,000-op synthetic Q (slow: the cold
 build compiles ~2,000 chunk kernels). Not in the default run; `python3 -m pytest -q -m slow
 tests/test_scale.py` (figures in docs/BENCHMARKS.md)."""
 from __future__ import annotations

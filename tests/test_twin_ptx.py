@@ -1,4 +1,4 @@
-"""twin_ptx.edit: the bounded twin's PTX from the first compile's (issue #15). The same SASS as
+"""twin_ptx.edit: the bounded twin's PTX from the first compile's. The same SASS as
 the twin compiled from source is checked through nvcc in tests/test_bounds.py."""
 from __future__ import annotations
 
