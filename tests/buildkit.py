@@ -351,15 +351,41 @@ class Ref:
 _REF: Ref | None = None
 
 
+def shared_dir(tmp_path_factory, name: str) -> tuple[Path, Path]:
+    """(a directory, its lock file) shared by every process of the test session: under pytest-xdist
+    the workers' base temp dirs are siblings, and their parent is the session's."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    return base / name, base / (name + ".lock")
+
+
 def reference(tmp_path_factory) -> Ref:
-    """One cold build of SMALL per session (through doit and dodo.py, from another directory);
-    tests copy its object cache so their own builds compile only what they are about."""
+    """One cold build of SMALL per test session (through doit and dodo.py, from another directory),
+    shared by the pytest-xdist workers: the first one to get the lock builds it, the others read
+    what it recorded. Tests copy its object cache so that their own builds compile only what they
+    are about; none writes into it."""
     global _REF
     if _REF is None:
-        kit = new_kit(tmp_path_factory.mktemp("ref"))
-        t0 = time.perf_counter()
-        proc = kit.doit()
-        secs = time.perf_counter() - t0
+        import fcntl
+        root, lock = shared_dir(tmp_path_factory, "ref")
+        with open(lock, "a") as fd:
+            fcntl.flock(fd, fcntl.LOCK_EX)       # released when the file closes
+            done = root / "done.json"
+            if done.is_file():
+                d = _load(done)
+                kit = Kit(root, root / "pk", root / "build", root / "cache", root / "nvcc.log",
+                          str(root / "launcher.sh"))
+                proc = subprocess.CompletedProcess(d["argv"], d["returncode"], d["stdout"], d["stderr"])
+                secs = d["seconds"]
+            else:
+                shutil.rmtree(root, ignore_errors=True)       # a build cut short by a killed worker
+                kit = new_kit(root)
+                t0 = time.perf_counter()
+                proc = kit.doit()
+                secs = time.perf_counter() - t0
+                _dump(done, {"argv": proc.args, "returncode": proc.returncode, "stdout": proc.stdout,
+                             "stderr": proc.stderr, "seconds": secs})
         _REF = Ref(kit, proc, secs, entries_by_tu(kit))
     return _REF
 

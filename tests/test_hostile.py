@@ -23,9 +23,9 @@ import pytest
 
 from buildkit import DODO, SAMPLE, SHARED1, SHARED2, TINY, copy_key, exps_codegen
 from codegen.build import toolchain as tc
+from require import require
 
-pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None and not os.environ.get("CI"),
-                                reason="needs nvcc (required under CI=true)")
+pytestmark = pytest.mark.requires("nvcc")      # tests/require.py: skip, or fail under EXPS_REQUIRE
 
 BUILT = (TINY, SHARED1, SHARED2)          # the SMALL AIRs that get a .so (Skipped is skipped)
 MARK = "$INJ_MARK"
@@ -233,12 +233,10 @@ def test_strict_json_fails_one_air_only(env: Env, mutate) -> None:
 
 # ======================================================================== a full disk
 def _mount_tmpfs(d: Path, size: str) -> None:
+    require("tmpfs")      # skip, or fail under EXPS_REQUIRE (tests/require.py)
     d.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(d)],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({r.stderr.strip() or r.returncode}): "
-                    "the disk-full test needs root or CAP_SYS_ADMIN")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(d)], check=True,
+                   capture_output=True, text=True)
 
 
 def _fill(d: Path, leave: int) -> Path:
