@@ -1,9 +1,11 @@
 """Test-session settings shared by every module.
 
 The checkout is read-only to the tests: at the start of a session every file under it (less git's,
-the virtual environments', pytest's and hypothesis' own folders and Python's byte code) is noted
-with its size and mtime, and at the end a session that changed, added or removed one fails, naming
-it. Whatever a `doit` left in provingkey-sample/ (its `.exps.so` files) stays as it was.
+the virtual environments', pytest's and hypothesis' own folders, Python's byte code and dot files)
+is noted with its size and mtime, and a session at whose end a file was added or removed, or one
+of provingkey-sample/ or templates/ changed, fails, naming it (edits of the code while the tests
+run are the developer's). Whatever a `doit` left in provingkey-sample/ (its `.exps.so` files)
+stays as it was.
 
 Hypothesis profiles: `ci` (selected when the environment has CI=true, as .ci/run runs) is
 derandomized, so a CI run never depends on a random draw; `dev` (default) draws fresh examples
@@ -37,7 +39,7 @@ def checkout_state(root: Path = ROOT) -> dict[str, tuple[int, int]]:
     for d, dirs, files in os.walk(root):
         dirs[:] = [x for x in dirs if x not in _SKIP_DIRS and not x.endswith(".egg-info")]
         for f in files:
-            if f.endswith(".pyc"):
+            if f.endswith(".pyc") or f.startswith("."):
                 continue
             p = Path(d) / f
             try:
@@ -62,7 +64,8 @@ def pytest_sessionfinish(session, exitstatus):
     if before is None:
         return
     after = checkout_state()
-    changed = sorted(k for k in before.keys() & after.keys() if before[k] != after[k])
+    changed = sorted(k for k in before.keys() & after.keys() if before[k] != after[k]
+                     and k.startswith(("provingkey-sample/", "templates/")))
     added, removed = sorted(after.keys() - before.keys()), sorted(before.keys() - after.keys())
     if changed or added or removed:
         tr = session.config.pluginmanager.get_plugin("terminalreporter")
