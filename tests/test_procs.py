@@ -47,9 +47,10 @@ def test_the_tool_is_found_on_path_and_gets_argv_cwd_env(tmp_path):
 
 def test_the_tool_sees_fds_0_to_2_only_and_default_sigpipe():
     """As Popen(close_fds=True, restore_signals=True) gave it: no fd of ours, SIGPIPE and SIGXFSZ
-    not ignored (Python ignores them; a tool writing to a closed pipe must die as it would), and
-    every other signal as the caller had it (a test run started in the background of a
-    non-interactive shell ignores SIGINT and SIGQUIT, and so does the tool)."""
+    not ignored (Python ignores them; a tool writing to a closed pipe must die as it would), nor
+    SIGINT, SIGTERM and SIGHUP (the guard handles them, and exec makes a handled signal default),
+    and every other signal as the caller had it (a test run started in the background of a
+    non-interactive shell ignores SIGQUIT, and so does the tool)."""
     r, w = os.pipe()    # an fd of ours, inheritable: must not reach the tool
     os.set_inheritable(w, True)
     try:
@@ -60,7 +61,8 @@ def test_the_tool_sees_fds_0_to_2_only_and_default_sigpipe():
     *fds, ign = out.splitlines()
     assert rc == 0 and fds == ["0", "1", "2"]
     ours = next(ln for ln in Path("/proc/self/status").read_text().splitlines() if ln.startswith("SigIgn"))
-    restored = (1 << (signal.SIGPIPE - 1)) | (1 << (signal.SIGXFSZ - 1))
+    restored = sum(1 << (s - 1) for s in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGTERM,
+                                          signal.SIGHUP))
     assert int(ign.split()[1], 16) == int(ours.split()[1], 16) & ~restored
 
 
