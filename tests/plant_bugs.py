@@ -54,7 +54,7 @@ BUGS = {
         "    return (op.arith, op.shape, op.dim, op.a, op.b)\n",
         ("tests/test_operand_order.py::test_adds_of_both_orders_end_to_end",
          "tests/test_operand_order.py::test_passes_and_remat_keep_every_term_on_random_irs",
-         "tests/test_operand_order.py::test_every_pk_kernel_keeps_its_terms_through_the_passes")),
+         "tests/test_operand_order.py::test_every_sample_kernel_keeps_its_terms_through_the_passes")),
     "rank-swapped": Bug(
         "two entries of the operand rank table swapped (public 3, number 2)",
         "codegen/operands.py",
@@ -79,6 +79,20 @@ BUGS = {
         "(gl_canon(r.v1) >= EXPS_EPS && gl_canon(r.v2) >= EXPS_EPS)",
         "(gl_canon(r.v1) >= EXPS_EPS)",
         ("tests/test_value_path.py::test_value_path_stores_the_production_word_at_the_edges_of_its_rule",)),
+    # bugs of the tests themselves: what tests/conftest.py catches
+    "test-writes-the-sample": Bug(
+        "a test fixture hands out the checkout's own sample key instead of a copy (its tests then "
+        "write into the checkout)",
+        "tests/test_discover.py",
+        '    return copy_sample(tmp_path / "pk")',
+        "    return SAMPLE",
+        ("tests/test_discover.py",)),
+    "test-skips-itself": Bug(
+        "a test skips by itself (pytest.skip) where it cannot run, bypassing tests/require.py",
+        "tests/test_hostile.py",
+        '    require("tmpfs")      # skip, or fail under EXPS_REQUIRE (tests/require.py)',
+        '    pytest.skip("no tmpfs here")',
+        ("tests/test_hostile.py::test_full_disk_one_line_per_air_no_partial_so",)),
 }
 
 
@@ -96,8 +110,8 @@ def copy_checkout(dst: Path) -> Path:
 def run_tests(root: Path, tests: tuple[str, ...]) -> tuple[int, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("EXPS_") or k == "EXPS_REQUIRE"}
     env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env["EXPS_BUILD_ROOT"] = str(root / ".builds")
-    env["EXPS_CACHE_DIR"] = str(root / ".cache")
+    env["EXPS_BUILD_ROOT"] = str(root) + "-builds"      # beside the copy: the tests never write into it
+    env["EXPS_CACHE_DIR"] = str(root) + "-cache"
     p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", "-rfE",
                         *tests], cwd=root, env=env, capture_output=True, text=True)
     lines = p.stdout.splitlines()
