@@ -552,6 +552,27 @@ def test_host_check_at_the_tuners_chunking(which: str, tmp_path: Path) -> None:
     assert (res.q_words, res.expr_checks, res.expr_words) == (3 * 3 * n_ext, checks, words)
 
 
+@pytest.mark.parametrize("base,opc", [("Medium", 32), ("Medium", 61), ("Shared", 16)])
+def test_sample_q_in_small_chunks(base: str, opc: int) -> None:
+    """A sample Q cut into many small chunks (Medium: 16 and 8 chunks, Shared: 10), so that many
+    values cross cuts and scratch slots are reused often: Q only, ample and tight scratch, two
+    draws. A slot handed to a new value before its owner's last load, or a value read from the
+    wrong slot, shows here as wrong words."""
+    [p] = [p for p in discover(SAMPLE) if p.base == base and "recursive2" not in p.rel]
+    si, ei = load_air(p.starkinfo, p.expressions)
+    cov = cover(si, ei)
+    ks = hostcheck.kernel_source(p.key, cov, opc)
+    assert ks.plan.n_chunks >= 8 and ks.plan.total_slots > 0
+    reused = len(ks.plan.slot_of) - ks.plan.n_slots1 - ks.plan.n_slots3
+    assert reused > 0                               # more crossing values than slots: slots are reused
+    si_json, ei_json = json.loads(p.starkinfo.read_text()), json.loads(p.expressions.read_text())
+    with tempfile.TemporaryDirectory(prefix="exps-chunks-") as d:
+        lib = hostcheck._load(hostcheck.build_host_library(render(ks), Path(d)))
+        for seed in (1, 2):
+            res = check_kernel(si, si_json, ei_json, ks, lib, seed=seed, q_only=True)
+            assert res.mismatches == [] and res.q_words == 3 * 3 * 1024, (seed, res.mismatches)
+
+
 def test_generic_inverse_kernel_runs_the_inverse_modes_of_uninverted_expressions() -> None:
     """Medium's expressions that no hint inverts have no `_ki` kernel: a MUL_INV / WRITE_INV call of
     one runs its WRITE kernel into scratch and the key's generic inverse kernel over it (the
