@@ -76,6 +76,18 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+#: the longest tests of the slow tier, started first (pytest-xdist hands out tests in collection
+#: order; with --dist worksteal an idle worker then takes what another has not started)
+LONGEST_FIRST = ("tests/test_scale.py::", "tests/test_fuzz.py::test_every_field_set_to_each_alternate_value",
+                 "tests/test_fuzz.py::test_fuzz_json_10k", "tests/test_py313.py::", "tests/test_readme.py::")
+
+
+def pytest_collection_modifyitems(config, items):
+    def rank(item) -> int:
+        return next((i for i, p in enumerate(LONGEST_FIRST) if item.nodeid.startswith(p)), len(LONGEST_FIRST))
+    items.sort(key=rank)          # stable: the others keep their order
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "requires(*names): skip without them, fail if EXPS_REQUIRE lists them "
                                        "(names: " + ", ".join(_require.KNOWN) + ")")
