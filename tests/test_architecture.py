@@ -1,4 +1,4 @@
-"""The house reads as the data flows (issue #12): product stages (codegen/*.py), the build
+"""The house reads as the data flows: product stages (codegen/*.py), the build
 machinery (codegen/build/), the checks (codegen/check/) and the samples (codegen/sample/).
 No import cycle; no product or build module imports check/, sample/ or bench at module level
 (the CLI's `verify` / `gpucheck` commands import the checks lazily, inside the command)."""

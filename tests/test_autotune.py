@@ -76,7 +76,7 @@ def test_search_finds_model_optimum_with_few_probes():
 
 
 def test_search_stops_when_no_untried_plan_can_win():
-    """Issue #15: the search stops once every untried candidate's cost at full occupancy
+    """The search stops once every untried candidate's cost at full occupancy
     (`floor_cost`, a lower bound of its cost at any registers) is no better than the best measured.
     Tiny (39 ops) at 40 registers: the single kernel costs W + CHUNK, the 2-chunk plan at least
     W + 2 CHUNK: one probe."""
@@ -88,7 +88,7 @@ def test_search_stops_when_no_untried_plan_can_win():
     assert at.floor_cost(q, two) >= res.probes[0].cost
     assert all(at.floor_cost(q, two) <= at.cost(q, two, [r] * two.n_chunks) for r in (1, 40, 64, 72, 128, 255))
     # below SINGLE_ONLY_BELOW ops the single kernel is kept unless it spills (the model's 2-chunk
-    # plans ran 0.78x-0.94x on the H200, session 7): at 255 registers still one compile; a spill
+    # plans ran 0.78x-0.94x on the H200, tests/data/sweep-11waves-h200.json): at 255 registers still one compile; a spill
     # sends the search on, to the 2-chunk plan
     assert len(q.ops) < at.SINGLE_ONLY_BELOW
     log.clear()
@@ -188,7 +188,7 @@ def test_slots_cap_skips():
 
 
 def test_no_single_kernel_for_a_huge_q():
-    """Issue #15: above MAX_SINGLE_OPS ops one kernel is never tried (nvcc time grows faster than
+    """Above MAX_SINGLE_OPS ops one kernel is never tried (nvcc time grows faster than
     linearly), even when every chunking spills."""
     assert 0 in at.candidates(at.MAX_SINGLE_OPS) and 0 not in at.candidates(at.MAX_SINGLE_OPS + 1)
     q = q_of(LARGE)
@@ -249,7 +249,7 @@ def _tuned_as_cc(tmp_path: Path, monkeypatch, key: str, base: Path) -> tuple:
 
 @needs_nvcc
 def test_one_target_arch_runs_no_cubin_compile(tmp_path, monkeypatch):
-    """Issue #15 (build CPU): with the tune arch the only target every probe compiles as cc does
+    """With the tune arch the only target every probe compiles as cc does
     (`-c -fatbin`), so tune never asks the device prelude about `-cubin`: on a cold cache that
     question alone was two nvcc runs (the prelude's probe TU with and without it). With a second
     target arch the probes are `-cubin` and it is asked (once per process and cache)."""
@@ -274,7 +274,7 @@ def test_one_target_arch_runs_no_cubin_compile(tmp_path, monkeypatch):
 
 @needs_nvcc
 def test_small_kernel_first_probe_is_its_final_compile(tmp_path, monkeypatch):
-    """Issue #15: Tiny (39 Q ops, 2 expressions) is one device TU of its own and the estimate expects
+    """Tiny (39 Q ops, 2 expressions) is one device TU of its own and the estimate expects
     its single kernel to end the search: tune compiles that TU exactly as cc will (`-c -fatbin`,
     sm_90, the kernel's real source hash) and nothing else; cc's device TU is then an object cache
     hit: cc runs only the host compiles of the launch table and the generic launcher, and the
@@ -465,13 +465,13 @@ def _evenly_spaced_and_top(k: int):
 @pytest.mark.parametrize("sweep_file", ["sweep-11waves-h200.json", "sweep-3waves-h200.json", "sweep-5airs-h200.json",
                                         "sweep-2048-h200.json"])
 def test_sampled_registers_choose_as_every_chunks_registers_would(sweep_file: str) -> None:
-    """The four H200 sweeps that recorded every chunk kernel's registers (sessions 3, 4, 7, 14; 19,
+    """The four H200 sweeps that recorded every chunk kernel's registers (19,
     19, 5 and 19 AIRs): the tuner that sees only the `representatives`' registers (PROBE_SAMPLE = 6
     evenly spaced chunks and the top estimate) and `fill_unprobed`'s for the rest chooses, on every
     AIR, the chunking it chooses knowing every chunk's registers. With 3 evenly spaced chunks
-    (0.19.0) it did not on two of the sweeps: the sample's Large at 96 instead of 128 (session 14)
-    and ConnectionNew at 128 instead of 96 (session 7; there also Large at 64 instead of 96 before
-    PRUNE_MARGIN); with 5, on session 3's."""
+    (0.19.0) it did not on two of the sweeps: the sample's Large at 96 instead of 128 (sweep-2048-h200)
+    and ConnectionNew at 128 instead of 96 (sweep-5airs-h200; there also Large at 64 instead of 96
+    without PRUNE_MARGIN); with 5, on sweep-11waves-h200."""
     from bench.replay_tune import q_irs, replay
     from codegen.build.probes import PROBE_SAMPLE, representatives
     assert PROBE_SAMPLE == 6
@@ -493,16 +493,17 @@ def test_sampled_registers_choose_as_every_chunks_registers_would(sweep_file: st
 
 #: per recorded sweep: probes of every AIR's tune with margin 0 and with PRUNE_MARGIN (the build's
 #: representatives sampled), and what margin 0.08 chooses differently (AIR: (exact, 0.08))
-MARGIN_SWEEPS = {"sweep-11waves-h200.json": (26, 25, {"SpecifiedRanges": (128, 96)}),
-                 "sweep-3waves-h200.json": (30, 27, {"SpecifiedRanges": (192, 0)}),
-                 "sweep-5airs-h200.json": (14, 12, {"SpecifiedRanges": (192, 0)}),
-                 "sweep-2048-h200.json": (28, 26, {"SpecifiedRanges": (192, 96)})}
+#: per sweep: the AIRs whose choice a margin of 0.08 changes, {AIR: (exact choice, 0.08's)}
+MARGIN_SWEEPS = {"sweep-11waves-h200.json": {"SpecifiedRanges": (128, 96)},
+                 "sweep-3waves-h200.json": {"SpecifiedRanges": (192, 0)},
+                 "sweep-5airs-h200.json": {"SpecifiedRanges": (192, 0)},
+                 "sweep-2048-h200.json": {"SpecifiedRanges": (192, 96)}}
 
 
 @requires("pk")
 @pytest.mark.parametrize("sweep_file", sorted(MARGIN_SWEEPS))
 def test_the_prune_margin_keeps_every_choice_on_the_recorded_sweeps(sweep_file: str) -> None:
-    """Issue #15: PRUNE_MARGIN = 0.05 (a plan that could beat the best by at most 5% at full
+    """PRUNE_MARGIN = 0.05 (a plan that could beat the best by at most 5% at full
     occupancy is not compiled) chooses on every AIR of the four H200 sweeps what the exact search
     (margin 0) chooses, from fewer probes (4-14%); 0.06 or more takes SpecifiedRanges at 96 ops per
     chunk or as one kernel instead (1.03x-1.85x slower on the sweeps)."""
@@ -515,10 +516,10 @@ def test_the_prune_margin_keeps_every_choice_on_the_recorded_sweeps(sweep_file: 
         got = replay(sweep, irs, _sampler(), wave="2048" if "2048" in sweep_file else None, margin=margin)
         return {air.split("/")[-1]: (t.ops_per_chunk, len(t.probes)) for air, (t, _, _) in got.items()}
     exact, pruned, coarse = run(0.0), run(at.PRUNE_MARGIN), run(0.08)
-    n_exact, n_pruned, changed = MARGIN_SWEEPS[sweep_file]
+    changed = MARGIN_SWEEPS[sweep_file]
     assert {a: c for a, (c, _) in pruned.items()} == {a: c for a, (c, _) in exact.items()}
-    assert (sum(n for _, n in exact.values()), sum(n for _, n in pruned.values())) == (n_exact, n_pruned)
     assert all(pruned[a][1] <= exact[a][1] for a in exact)
+    assert sum(n for _, n in pruned.values()) < sum(n for _, n in exact.values())     # the margin saves probes
     assert {a: (exact[a][0], coarse[a][0]) for a in exact if coarse[a][0] != exact[a][0]} == changed
 
 
@@ -533,7 +534,7 @@ def test_the_tuner_takes_the_fastest_chunking_of_mid_size_synthetic_qs(tmp_path)
     from bench.replay_tune import q_irs, replay
     from codegen.sample.synth import main as synth_main
     sweep = json.loads((ROOT / "tests" / "data" / "sweep-midsize-h200.json").read_text())
-    for n, chosen, probes in ((3000, 128, [192, 128, 96]), (8000, 192, [192, 128, 256])):
+    for n, chosen in ((3000, 128), (8000, 192)):
         assert synth_main([str(tmp_path / f"k{n}"), "--large-ops", str(n)]) == 0
         irs = q_irs([tmp_path / f"k{n}"])
         one = {"results": [r for r in sweep["results"] if r["air"] == f"k{n}/Bench"]}
@@ -541,11 +542,12 @@ def test_the_tuner_takes_the_fastest_chunking_of_mid_size_synthetic_qs(tmp_path)
         for margin in (0.0, at.PRUNE_MARGIN):
             [(t, row, best)] = replay(one, irs, _sampler(), wave="2048", margin=margin).values()
             assert t.ops_per_chunk == chosen == best["ops_per_chunk"] and row is best
-            assert [p.ops_per_chunk for p in t.probes] == probes
+            tried = [p.ops_per_chunk for p in t.probes]      # a few probes, each plan once
+            assert chosen in tried and len(set(tried)) == len(tried) <= 4
 
 
 @requires("pk")
-def test_sampled_registers_choose_well_on_the_session_14_sweep() -> None:
+def test_sampled_registers_choose_well_on_the_2048_wave_sweep() -> None:
     """tests/data/sweep-2048-h200.json: every chunking of every AIR of >= 60 Q ops of the sample and
     ../shared/pk at emitter 0.18.3, timed on the H200 at 2^22 rows (chunked plans at the
     launcher's 2048-block waves) with every chunk kernel's ptxas registers. Replayed through the
@@ -676,7 +678,7 @@ def test_chunk_stats_counts_spills_above_the_slack_only():
 
 @needs_nvcc
 def test_a_spill_within_the_slack_is_no_spill(tmp_path, monkeypatch):
-    """ptxas trades a word or two of spill for one more block per SM (session 11: MultiRangeCheck2's
+    """ptxas trades a word or two of spill for one more block per SM (MultiRangeCheck2's
     single kernel at 0.17.5, 80 registers and 4 B, 1.21x faster as one kernel than the chunks a strict
     rule cut it into). At 0.20.0 (nvcc 13, sm_90) RangeCheckMix's single kernel is 122 registers, and
     bounded to 3 blocks per SM ptxas fits 80 storing 8 B (0.18.1's example, the sample's Medium at 96
@@ -791,8 +793,8 @@ def test_the_tune_bounds_a_single_kernel_with_real_nvcc(tmp_path, monkeypatch, b
     assert max(natural["regs"]) >= 80 and max(bounded["regs"]) <= 80
     assert (bounded["spills"] == 0) == (bound == 3)
     # Lookup2_12 (0.20.0): unbounded, ptxas fits 3 blocks with 24 B spilled; bounded it does not
-    # spill, at once (session 22: up to then the tune compiled a 64-op chunking first, cost 253,
-    # for the bounded kernel's 205 to beat; every chunking's floor_cost is >= 247)
+    # spill, and is compiled at once (not after a 64-op chunking of cost 253 that the bounded
+    # kernel's 205 must beat; every chunking's floor_cost is >= 247)
     assert (natural["spills"] > 0) == (base == L2_12)
     assert [(p["ops_per_chunk"], p["min_blocks"]) for p in t["probes"]] == [(0, 0), (0, 3)]
     if base == L2_12:
@@ -900,7 +902,7 @@ def test_a_single_kernel_that_spilled_is_bounded_where_chunks_were_chosen(n_ops,
 @pytest.mark.parametrize("base", [TINY, MEDIUM, SAMPLE / "Rec/airs/Shared/recursive1/Shared"], ids=["Tiny", "Medium", "Shared"])
 @pytest.mark.parametrize("margin", [0.0, at.PRUNE_MARGIN])
 def test_the_bounded_single_kernel_first_chooses_as_after_the_search_from_fewer_compiles(base, margin):
-    """Session 22: tune(compile_bounded=...) compiles the single kernel bounded as soon as its probe
+    """tune(compile_bounded=...) compiles the single kernel bounded as soon as its probe
     spills at >= 80 registers, and a bounded kernel that does not spill is a candidate from then
     on. Against the search without it followed by bound_single (which compiled the same bounded
     kernel in the same cases, after the search), over single kernels that spill 0, 8 or 24 B,

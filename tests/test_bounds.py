@@ -1,4 +1,4 @@
-"""Per-chunk launch bounds (codegen/build/bounds.py, issue #13): which chunk kernels get a bounded
+"""Per-chunk launch bounds (codegen/build/bounds.py): which chunk kernels get a bounded
 twin, which twins the launch table takes, and that the table, the twin compile and the .so agree.
 The rules are restated here from the CUDA occupancy arithmetic (65,536 registers per SM, allocated
 per thread in steps of 8, 256-thread blocks, at most 2,048 threads), not read from the code."""

@@ -174,7 +174,7 @@ def test_prune_lru(tmp_path):
 def test_put_scans_the_cache_only_when_it_may_be_over_its_bound(tmp_path, monkeypatch):
     """A scan (prune) stats every entry: a put runs one only on the process's first put into a
     root and when what the last scan found plus what this process stored since passes max_bytes
-    (issue #15); the cache is still at most max_bytes after every put."""
+   ; the cache is still at most max_bytes after every put."""
     scans = []
     real = oc.ObjectCache.prune
     monkeypatch.setattr(oc.ObjectCache, "prune", lambda self: scans.append(1) or real(self))

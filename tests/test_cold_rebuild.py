@@ -1,13 +1,10 @@
 """A second cold build (empty build dir, same object cache) runs no nvcc at all: compiles and
-links both come from the content-addressed cache (issue #3)."""
+links both come from the content-addressed cache."""
 from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
-
-import pytest
 
 from buildkit import SHARED1, SHARED2, SKIPPED, TINY, copy_key, exps_codegen
 from require import requires

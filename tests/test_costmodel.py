@@ -1,4 +1,4 @@
-"""The autotuner's cost model against the H200 sweep it was calibrated on (issue #13):
+"""The autotuner's cost model against the H200 sweep it was calibrated on:
 tests/data/sweep-11waves-h200.json holds every chunking of every AIR of >= 60 Q ops of the sample and
 ../shared/pk, timed at 2^22 rows with their ptxas registers. Replaying tune() on those recorded
 registers must choose a chunking within 5% of the sweep's fastest, on every AIR."""
@@ -16,9 +16,9 @@ from require import require
 
 ROOT = Path(__file__).resolve().parent.parent
 SWEEP = ROOT / "tests" / "data" / "sweep-11waves-h200.json"
-#: the same sweep on session 4's tree (one-row single kernels, fewer slots, new cuts)
+#: the same sweep on an older tree (one-row single kernels, fewer slots, new cuts)
 SWEEP4 = ROOT / "tests" / "data" / "sweep-3waves-h200.json"
-#: session 14's (emitter 0.18.3), chunked plans also at the launcher's 2048-block waves
+#: emitter 0.18.3's, chunked plans also at the launcher's 2048-block waves
 SWEEP14 = ROOT / "tests" / "data" / "sweep-2048-h200.json"
 PK = ROOT.parent / "shared" / "pk"
 
@@ -55,7 +55,7 @@ def test_tuner_replayed_on_the_h200_sweep_is_within_5_percent() -> None:
 def test_tuner_replayed_on_the_session_4_sweep() -> None:
     """On a sweep of this tree's kernels the tuner's choice is within a mean 1% of the fastest; the
     one miss left is the sample's Large (64-op chunks, 10% slower than 128-op chunks at ~240
-    registers). With the occupancy exponent 1 (OCC_EXP before session 4) it also cut RangeCheck4 in
+    registers). With the occupancy exponent 1 (OCC_EXP of the first fit) it also cut RangeCheck4 in
     2 chunks, 12% slower than its single kernel, and this test failed (mean 1.012)."""
     require("pk")
     d = json.loads(SWEEP4.read_text())

@@ -15,6 +15,7 @@ import pytest
 from codegen.sample import synth
 from codegen.discover import (Broken, Placement, Refused, UnusableKeyError, assign_keys, discover, find_airs, shown,
                               kernels, phase_of, scan)
+from buildkit import copy_sample
 from require import require
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,10 +35,8 @@ SAMPLE_PLACEMENTS = [
 
 @pytest.fixture
 def key(tmp_path: Path) -> Path:
-    """A private copy of the sample key."""
-    dst = tmp_path / "pk"
-    shutil.copytree(SAMPLE, dst)
-    return dst
+    """A private copy of the sample key as the checkout tracks it (no `.so` a `doit` placed)."""
+    return copy_sample(tmp_path / "pk")
 
 
 def _write_air(d: Path, base: str, si: dict | str, ei: dict | str = "{}") -> None:
@@ -376,7 +375,7 @@ def test_non_utf8_air_is_refused_or_broken(key: Path) -> None:
 
 def test_non_utf8_key_root_is_one_line_error(tmp_path: Path) -> None:
     root = Path(os.fsdecode(bytes(tmp_path) + b"/k\xfe y"))
-    shutil.copytree(SAMPLE, root)
+    copy_sample(root)
     with pytest.raises(UnusableKeyError) as e:
         scan(root)
     assert str(e.value) == f"provingKey path is not valid UTF-8: {tmp_path}/k\\xfe y"

@@ -1,6 +1,6 @@
 """EMITTER_VERSION is part of every `.so`'s source hash: a build with the same JSON and the same
 version is up to date. So emitted text must not change without a bump, or an old `.so` of other
-kernel text would pass as current (session 3 found two sessions of template edits under 0.2.0).
+kernel text would pass as current.
 This test pins the emitted text of reference kernels (every sample AIR, single and chunked, and
 a real key's ConnectionNew) and the common files (the header every device TU includes, the field
 arithmetic; since 0.6.0 also the launch table's types and the generic launcher) to the version: change the text, and it fails until the version is

@@ -1,4 +1,4 @@
-"""Fault cases of the build (issue #6): nvcc failing, crashing or hanging on one kernel, a failing
+"""Fault cases of the build: nvcc failing, crashing or hanging on one kernel, a failing
 linker, a full disk, SIGKILL mid-build, two builds of one key at once, a corrupt cache entry.
 
 In every case: the affected AIR has no `.so` (never a stale or partial one), the error names the
@@ -93,17 +93,15 @@ def test_compile_fault_fails_only_that_air(ref, tmp_path, monkeypatch, fault, ol
     else:
         kit = _kit(ref, tmp_path, monkeypatch, exclude=(TINY_KEY,))
     extra = (f"compile_timeout={TIMEOUT_S}",) if fault == "hang" else ()
-    t0 = time.monotonic()
     # fail / crash: every TU of Tiny's kernel; hang: the device TU with its Q (one TU: q0_x0)
     match = f"{TINY_KEY}_q0" if fault == "hang" else TINY_KEY
     p = kit.doit(*extra, launcher=faulty(kit, fault, match=match), check=False, timeout=300)
-    secs = time.monotonic() - t0
     assert p.returncode != 0
     err = p.stdout + p.stderr
     assert f"compile of kernel {TINY_KEY} (AIRs: {TINY}) failed" in err, err
     assert "cc:" + TINY_KEY in err                            # doit names the failed task
-    if fault == "hang":
-        assert "timed out" in err and secs < 120
+    if fault == "hang":      # killed by compile_timeout (the hung launcher sleeps 300 s)
+        assert "timed out" in err
     # Tiny: no .so (also not the old one); the others are built (untouched when they were)
     assert bk.so_files(kit.pk) == {SHARED1, SHARED2}
     if old:
@@ -265,7 +263,7 @@ def test_two_concurrent_builds_of_one_build_dir(ref, tmp_path, monkeypatch):
     """The build-dir lock serializes two builds: the first is held inside its link of Tiny (a
     launcher that waits for a file) until the second has said that it waits; then the second finds
     everything up to date. (Started together and left to race, the first could finish before the
-    second reached the lock under load: a test whose outcome was a draw, session 19.)"""
+    second reached the lock under load: a test whose outcome would be a draw.)"""
     kit = _kit(ref, tmp_path, monkeypatch)
     marker = kit.root / "held"
     hold = faulty(kit, "hold", kind="link", match="Tiny.exps.so", marker=marker)
@@ -277,11 +275,11 @@ def test_two_concurrent_builds_of_one_build_dir(ref, tmp_path, monkeypatch):
         _wait_for(kit.root, "held", first)           # the first build holds the lock, in a link
         procs.append(subprocess.Popen(kit.doit_argv(), cwd=kit.root, env=kit.env(), stdout=files[1][0],
                                       stderr=files[1][1], text=True, start_new_session=True))
-        t0 = time.monotonic()
-        while "waiting for the build" not in (kit.root / "err1").read_text():
+        deadline = time.monotonic() + 300     # a liveness bound (the first build holds until told)
+        while "waiting for the build" not in (kit.root / "err1").read_text() and time.monotonic() < deadline:
             assert procs[1].poll() is None, "the second build ended without waiting"
-            assert time.monotonic() - t0 < 120, "the second build never said that it waits"
             time.sleep(0.05)
+        assert "waiting for the build" in (kit.root / "err1").read_text(), "the second build never said that it waits"
         (kit.root / "held.go").touch()               # the first build links on
         codes = [p.wait(timeout=600) for p in procs]
     finally:

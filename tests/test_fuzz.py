@@ -1,4 +1,4 @@
-"""Fuzzing (issue #6): hostile and broken proving-key JSON and file names.
+"""Fuzzing: hostile and broken proving-key JSON and file names.
 
 The real JSON of provingkey-sample/ and ../shared/pk (when present) is mutated by hypothesis (fields
 deleted or retyped, boundary / huge / negative integers, hostile strings with C-injection markers,
@@ -429,8 +429,8 @@ def _outcomes(part: str) -> tuple[Stats, dict[str, str]]:
 
 @pytest.mark.requires("pk", "gxx")
 def test_every_deleted_code_field_is_refused_or_checked_against_the_oracle() -> None:
-    """Exhaustive where the fuzzing samples (session 23: a number operand's deleted `dim` passed the
-    model and crashed the oracle, found only by a host-check rate that happened to pick it): every
+    """Exhaustive where the fuzzing samples (a field whose deletion passes the model can crash the
+    oracle, and a sampled host-check rate finds it only by chance): every
     field of an operand, a dest, a step or an expression of the corpus' code (63), deleted. Each
     input ends in a ModelError naming that field's path, or its kernel is host-compiled and matches
     the oracle. The fields the model ignores are pinned, so that a change of what it accepts shows."""
@@ -477,8 +477,8 @@ ALTERNATES = (0, 1, 2, 3, -1, 7, 64, 0xFFFFFFFF00000000, 0xFFFFFFFF00000001, (1 
 @pytest.mark.slow
 @pytest.mark.requires("pk", "gxx")
 def test_every_field_set_to_each_alternate_value() -> None:
-    """Every field of the three parts above set in turn to each of ALTERNATES (session 23: 4,978
-    inputs, 1,568 ModelErrors, 3,385 kernels host-checked, 945 M words, 8.4 min on 2 cores): only
+    """Every field of the three parts above set in turn to each of ALTERNATES (4,978
+    inputs, 1,568 ModelErrors, 3,385 kernels host-checked, 945 M words): only
     ModelErrors, clean C and kernels that match the oracle (run_pipeline's properties); any other
     exception fails."""
     stats = Stats()
@@ -878,7 +878,7 @@ def test_discover_invalid_utf8_names(tmp_path: Path) -> None:
         with open(d + b"/" + base + b".expressionsinfo.json", "wb") as f:
             f.write(ei_text)
     # paths that are not UTF-8 cannot enter doit's database: refused per AIR with one line each
-    # (issue #17), never a crash of the whole build; nothing is a placement
+    #, never a crash of the whole build; nothing is a placement
     assert discover(pk) == []
     from codegen.discover import scan
     sc = scan(pk)

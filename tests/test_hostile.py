@@ -1,4 +1,4 @@
-"""Issue #17 through the real CLI (`exps-codegen build/status` subprocesses, arch 90, chunk 0, the
+"""Hostile inputs through the real CLI (`exps-codegen build/status` subprocesses, arch 90, chunk 0, the
 SMALL AIRs): hostile path names never execute anything, unreadable / vanished AIRs lose their
 `.so` with a line in the summary, strict JSON (duplicate key, dangling hint) fails one AIR only,
 and a full disk (a real tmpfs) gives one line per failing AIR and no partial `.so`.
@@ -17,16 +17,15 @@ import shutil
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from buildkit import DODO, SAMPLE, SHARED1, SHARED2, SKIPPED, SMALL, TINY, copy_key, exps_codegen
+from buildkit import DODO, SAMPLE, SHARED1, SHARED2, TINY, copy_key, exps_codegen
 from codegen.build import toolchain as tc
+from require import require
 
-pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None and not os.environ.get("CI"),
-                                reason="needs nvcc (required under CI=true)")
+pytestmark = pytest.mark.requires("nvcc")      # tests/require.py: skip, or fail under EXPS_REQUIRE
 
 BUILT = (TINY, SHARED1, SHARED2)          # the SMALL AIRs that get a .so (Skipped is skipped)
 MARK = "$INJ_MARK"
@@ -173,9 +172,7 @@ def test_unreadable_air_loses_its_so(env: Env, make, why: str) -> None:
     assert rc == 0 and sorted(_so_files(pk)) == sorted(BUILT), out
     shared = {r: (pk / (r + ".exps.so")).stat().st_mtime_ns for r in (SHARED1, SHARED2)}
     make(pk / (TINY + ".starkinfo.json"))
-    t0 = time.monotonic()
-    rc, out = env.run("build", pk, build, timeout=120)       # a read of the FIFO would hang here
-    assert time.monotonic() - t0 < 60
+    rc, out = env.run("build", pk, build, timeout=300)       # a read of the FIFO would hang: TimeoutExpired
     _no_traceback(out)
     assert sorted(_so_files(pk)) == [SHARED1, SHARED2]
     assert {r: (pk / (r + ".exps.so")).stat().st_mtime_ns for r in (SHARED1, SHARED2)} == shared
@@ -238,12 +235,10 @@ def test_strict_json_fails_one_air_only(env: Env, mutate) -> None:
 
 # ======================================================================== a full disk
 def _mount_tmpfs(d: Path, size: str) -> None:
+    require("tmpfs")      # skip, or fail under EXPS_REQUIRE (tests/require.py)
     d.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(d)],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({r.stderr.strip() or r.returncode}): "
-                    "the disk-full test needs root or CAP_SYS_ADMIN")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(d)], check=True,
+                   capture_output=True, text=True)
 
 
 def _fill(d: Path, leave: int) -> Path:

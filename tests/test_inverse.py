@@ -1,4 +1,4 @@
-"""The field inverses of templates/gen_common.cuh (issue #15): on the device gl_inv and gl3_inv are
+"""The field inverses of templates/gen_common.cuh: on the device gl_inv and gl3_inv are
 out of line (one `.func` each per TU, called by every store that inverts) and gl_inv's squaring
 loop stays rolled, so ptxas compiles ~18 multiplies per inverse kernel instead of ~90; on the host
 (the form the host check compiles) they are bit-identical to the oracle on edge and random words.
@@ -130,7 +130,7 @@ def test_host_inverses_match_the_oracle(tmp_path: Path) -> None:
         assert np.array_equal(got3[d], want[d]), d
 
 
-# ------------------------------------------------------------------ batched inverses (issue #14)
+# ------------------------------------------------------------------ batched inverses
 #: the two kernels' forms over a value table: F reads row r of a dim-1 or dim-3 value (what an
 #: expression kernel's row function returns); WRITE one row at a time (`_k`), the inverse modes by
 #: exps_x_inv_grid, i.e. exps_x_inv_thread over the launch's exps_x_blocks(N, mode) blocks (`_ki`)

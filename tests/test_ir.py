@@ -308,7 +308,7 @@ def test_last_op_into_q() -> None:
                        exp_id=9), extended=True)
     assert k.ops[-1] == Op("mul", "31", Val(0, 3), Leaf("zi", 1), 3)
     assert k.out_dim == 3
-    # (a q dest of another dim than its op's was tolerated until session 23: test_q_dest_dim_mismatch)
+    # (a q dest of another dim than its op's: test_q_dest_dim_mismatch)
 
 
 # ----------------------------------------------------------------------------- refusals
@@ -343,8 +343,8 @@ def test_dest_dim_mismatch() -> None:
 
 @pytest.mark.parametrize("qdim, op", [(3, "sub"), (1, "mul")])
 def test_q_dest_dim_mismatch(qdim: int, op: str) -> None:
-    """Session 23: a q dest whose dim is not its op's was let through on the last op, "the writer
-    rewrites the dest" (the Q kernel stored the op's dim; the oracle refused to compare). The writer
+    """A q dest whose dim is not its op's is refused, not let through on the last op as if "the
+    writer rewrites the dest" (the Q kernel would store the op's dim; the oracle refuses to compare). The writer
     turns that dest into a tmp of the same dim and then looks the op up by (dest dim, source dims):
     "Operation not considered" (parser_args.rs), no .bin; no AIR of ../shared/pk or the sample has
     one. Refused like any other dest, the AIR goes to the interpreter."""

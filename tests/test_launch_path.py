@@ -1,4 +1,4 @@
-"""The launch path of a placed `.so` (issue #15): its kernels are device code only (each device TU
+"""The launch path of a placed `.so`: its kernels are device code only (each device TU
 an `nvcc -c -fatbin`, no host pass), embedded by its launch table (`<key>_abi.cpp`) in `.nv_fatbin`
 and loaded by the generic launcher (templates/exps_runtime.cpp) with cudaLibraryLoadData at the
 first launch; nothing is registered with the CUDA runtime when the `.so` is loaded. Checked here
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ctypes
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +22,7 @@ from codegen.build.cache import ObjectCache
 from codegen.check import hostcheck
 from codegen.coverage import cover
 from codegen.discover import discover
-from codegen.emit import X_PARAMS, XINV_PARAMS, KernelSource, device_tus, kernel_symbol, render, tu_kernels
+from codegen.emit import XINV_PARAMS, KernelSource, device_tus, kernel_symbol, render, tu_kernels
 from codegen.model import load_air
 from codegen.plan import plan
 from require import cuobjdump as cuobjdump_path, require

@@ -1,6 +1,6 @@
 """Every user mistake is one line and exit code 2, with no traceback and nothing created; an
 interrupt is one line and exit code 130, leaves no process behind, and the next build completes.
-Through the real `exps-codegen` and `doit` (our dodo.py) in subprocesses (issue #10; the table of
+Through the real `exps-codegen` and `doit` (our dodo.py) in subprocesses (the table of
 docs/USAGE.md is these cases)."""
 from __future__ import annotations
 
@@ -274,10 +274,11 @@ def _stalling_build(tmp_path: Path, front: str) -> tuple[bk.Kit, list[str]]:
 
 
 def _wait_for_stall(tmp_path: Path, proc: subprocess.Popen) -> None:
-    deadline = time.monotonic() + 120
-    while not list(tmp_path.glob("stall.pid.*")):
-        assert proc.poll() is None and time.monotonic() < deadline
+    deadline = time.monotonic() + 300      # a liveness bound: the stall comes after the build's start
+    while not list(tmp_path.glob("stall.pid.*")) and time.monotonic() < deadline:
+        assert proc.poll() is None, "the build ended before its compiler stalled"
         time.sleep(0.1)
+    assert list(tmp_path.glob("stall.pid.*")), "no compiler stalled"
 
 
 @pytest.mark.parametrize("front", ["cli", "doit"])
@@ -312,11 +313,9 @@ def test_interrupt_is_one_line_and_kills_the_compilers(tmp_path: Path, front: st
         time.sleep(0.2)
     assert _procs_with(str(tmp_path)) == [] and not any(_alive(pid) for pid in stalled)
     assert bk.so_files(kit.pk) == set()
-    # the next build completes (lock released, no stale state), within a bound
-    t0 = time.monotonic()
+    # the next build completes (lock released, no stale state)
     kit.doit(timeout=300)
     assert bk.so_files(kit.pk) == {bk.TINY}
-    assert time.monotonic() - t0 < 300
 
 
 @pytest.mark.parametrize("front", ["cli", "doit"])
@@ -342,7 +341,6 @@ def test_sigkill_of_the_front_end_leaves_no_process_and_no_lock(tmp_path: Path, 
         assert left() == []
     finally:
         bk.kill_strays(kit.root)
-    t0 = time.monotonic()
     p = kit.doit(timeout=300)
     assert "waiting for the build" not in p.stderr, p.stderr
-    assert bk.so_files(kit.pk) == {bk.TINY} and time.monotonic() - t0 < 300
+    assert bk.so_files(kit.pk) == {bk.TINY}

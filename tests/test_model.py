@@ -488,9 +488,9 @@ def test_dim1_only_operands_with_dim3_are_refused(tiny, t: str) -> None:
 
 @pytest.mark.parametrize("t", ["number", "Zi"])
 def test_dim1_only_operands_without_dim_are_refused(tiny, t: str) -> None:
-    """A number or Zi operand without `dim` is a missing field, not dim 1 (session 23; the model
-    took dim 1 until then, and a fuzzed input with no `dim` on a number crashed the oracle's swap
-    rule, which reads every source's dim as the .bin writer does). The setup writes `dim` for every
+    """A number or Zi operand without `dim` is a missing field, not dim 1 (taken as dim 1, a fuzzed
+    input with no `dim` on a number crashes the oracle's swap rule, which reads every source's dim
+    as the .bin writer does). The setup writes `dim` for every
     source operand; without it the JSON does not say which operand order the prover's .bin has."""
     si_path, ei_path = tiny
     path = _mutate_src(ei_path, lambda x: x["type"] == t, lambda x: x.pop("dim"))

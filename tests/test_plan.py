@@ -294,7 +294,7 @@ def _live_words_brute(ir: KernelIR, x: int) -> int:
 
 
 def _slots_by_chunks_at_fixed_cuts(ir: KernelIR, k: int) -> int:
-    """The rule before session 3: cuts at every k ops, slots coloured over chunk intervals."""
+    """The older rule: cuts at every k ops, slots coloured over chunk intervals."""
     n = len(ir.ops)
     ch = [i // k for i in range(n)]
     lu = last_uses(ir)

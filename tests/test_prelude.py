@@ -1,4 +1,4 @@
-"""The device prelude (issue #15, codegen/build/prelude.py): device-only compiles see
+"""The device prelude (codegen/build/prelude.py): device-only compiles see
 templates/exps_device_prelude.h as `cuda_runtime.h` instead of CUDA's ~37,000-line header, only
 where that gives nvcc's own bytes. Checked with the real nvcc: every device TU of a real kernel
 (chunked Q with scratch, expressions with and without a hint inverse, the generic inverse kernel)

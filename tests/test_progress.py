@@ -1,4 +1,4 @@
-"""A build that talks (issue #10): heartbeats of long tasks, the counter under -n, tune on one
+"""A build that talks: heartbeats of long tasks, the counter under -n, tune on one
 arch, strict JSON in every stage file, one build dir for doit and exps-codegen."""
 from __future__ import annotations
 
@@ -23,20 +23,32 @@ from codegen.tasks import Settings, default_build_dir
 needs_nvcc = pytest.mark.requires("nvcc")
 
 
+class _Out(io.StringIO):
+    """A stream that counts the lines written to it after `done` is set."""
+    done = False
+    late = 0
+
+    def write(self, s: str) -> int:
+        self.late += self.done
+        return super().write(s)
+
+
 def test_heartbeat_prints_status_and_elapsed() -> None:
-    out = io.StringIO()
+    out = _Out()
     with Heartbeat("tune k", every=0.05, out=out) as hb:
         hb.status("probe 2 of at most 6 (chunk 128: 4 kernels)")
         deadline = time.monotonic() + 10          # a loaded machine may schedule the thread late
         while len(out.getvalue().splitlines()) < 3 and time.monotonic() < deadline:
             time.sleep(0.05)
+    out.done = True
     lines = out.getvalue().splitlines()
     assert len(lines) >= 3
     assert all(x.startswith("    ... tune k: probe 2 of at most 6 (chunk 128: 4 kernels), ") and
                x.endswith(" s elapsed") for x in lines)
-    n = len(lines)
-    time.sleep(0.15)
-    assert len(out.getvalue().splitlines()) == n      # stopped with the block
+    # stopped with the block: its thread ends (at once: no wait for the next beat) and writes
+    # nothing after the block
+    hb._thread.join(timeout=60)
+    assert not hb._thread.is_alive() and out.late == 0
 
 
 def test_tune_json_is_strict_json(tmp_path: Path) -> None:
@@ -128,7 +140,7 @@ exec {real} "$@"
 
 @pytest.mark.parametrize("args", [("list",), ("list", "--all")])
 def test_doit_list_runs_no_tool(tmp_path: Path, args) -> None:
-    """Task creators describe, they don't run tools (issue #12): `doit list` loads the whole graph
+    """Task creators describe, they don't run tools: `doit list` loads the whole graph
     of the sample but runs no nvcc (version, arch list) and no nvidia-smi (the compiler identity
     is computed when doit checks a task, as `doit info` or a build does)."""
     log = tmp_path / "calls.log"

@@ -48,8 +48,8 @@ def test_device_form_equals_the_oracle_on_mixed_words(func: str) -> None:
 
 
 def test_the_simulator_catches_a_wrong_form() -> None:
-    """A mutant of gl_canon_dev (its carry dropped) and one that reads an add carry with subc (the
-    bug of session 4's first device add) must not pass."""
+    """A mutant of gl_canon_dev (its carry dropped) and one that reads an add carry with subc (a
+    bug a first device add had) must not pass."""
     asm = ptxsim.extract(HEADER, "gl_canon_dev")
     assert "madc.lo.u32 pv, 0, 0, 0" in asm.text
     dropped = ptxsim.Asm(asm.func, asm.text.replace("madc.lo.u32 pv, 0, 0, 0", "mad.lo.u32 pv, 0, 0, 0"),
@@ -68,7 +68,7 @@ def test_an_unknown_instruction_is_an_error() -> None:
 
 
 def _reduction_case(a: int, b: int) -> tuple[int, int]:
-    """(c, b) of gl_mul's reduction in the order of issue #13: b = [lo < hh], c = carry of
+    """(c, b) of gl_mul's reduction in the subtract-first order: b = [lo < hh], c = carry of
     (lo - hh mod 2^64) + hl * EPS; k = c - b."""
     prod = a * b
     lo, hh, hl = prod & ((1 << 64) - 1), prod >> 96, (prod >> 64) & EPS

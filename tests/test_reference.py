@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import random
-import time
 from pathlib import Path
 from typing import Any
 
@@ -402,27 +401,3 @@ def test_eval_q_on_a_real_key() -> None:
     assert q.shape == (3, n_ext)
     for r in range(n_ext):
         assert [int(x) for x in q[:, r]] == _bin_row(si, bexpr, d, True, r)
-
-
-# --- performance -------------------------------------------------------------------------------
-
-def test_speed_500_ops_4096_rows() -> None:
-    rnd = random.Random(11)
-    n = 1 << 12
-    d = data(n, cm1=[[rnd.getrandbits(64) for _ in range(n)] for _ in range(3)],
-             cm2=[[rnd.getrandbits(64) for _ in range(n)] for _ in range(3)],
-             challenges=[rnd.getrandbits(64) for _ in range(6)], evals=[1, 2, 3])
-    leaves = [cm(0), cm(1, 1), cm(2, -1), cm(3), leaf("challenge", 0, 3),
-              leaf("challenge", 1, 3), num(5)]
-    code, live = [], []
-    for k in range(500):
-        pool = leaves + live[-6:]
-        a, b = rnd.choice(pool), rnd.choice(pool)
-        dim = max(a["dim"], b["dim"])
-        code.append(step(rnd.choice(["add", "sub", "mul", "mul"]), tmp(k, dim), a, b))
-        live.append(tmp(k, dim))
-    t = time.perf_counter()
-    out = eval_expression(SI, {"expId": 0, "code": code}, d, False)
-    elapsed = time.perf_counter() - t
-    assert out.shape[1] == n
-    assert elapsed < 1.0, f"{elapsed:.2f}s"

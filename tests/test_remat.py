@@ -1,4 +1,4 @@
-"""codegen.remat: cheap values that cross a chunk cut recomputed where they are read (issue #13).
+"""codegen.remat: cheap values that cross a chunk cut recomputed where they are read.
 Cheap: not a 3x3 product, and every operand a leaf or itself cheap, remat.DEPTH (1) ops deep at most.
 
 By hand: what is recomputed, what stays stored, what goes. Property: on random IRs and chunkings

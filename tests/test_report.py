@@ -1,4 +1,4 @@
-"""The build report (issue #16): `<build>/report.json` (strict JSON, the schema of
+"""The build report: `<build>/report.json` (strict JSON, the schema of
 codegen/report.py) and `<build>/report.html`, written after every build and by
 `exps-codegen report PK`; the page loads in a real headless browser and shows every AIR."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Building on several machines (issue #16): two "machines" (own build dir, own object cache, own
+"""Building on several machines: two "machines" (own build dir, own object cache, own
 local ccache) share one ccache remote store (its `file:` backend); the second cold build runs no
 real compile (ccache caches our `-c -fatbin` device compiles and the host compiles alike). Builds are reproducible (two cold builds in different dirs and caches give
 byte-identical `.so` files), so `exps-codegen verify --rebuild` can tell a placed `.so` that a local

@@ -1,4 +1,4 @@
-"""Identical device code compiles once per build (issue #15): kernels are named by a digest of
+"""Identical device code compiles once per build: kernels are named by a digest of
 their content (`emit.kernel_name`), not by the kernel key, so two AIRs with the same expressions
 emit the same device TU text and share one object-cache entry, one nvcc run; two AIRs whose
 expressions differ under the same expIds get different names, different TU text, different

@@ -1,5 +1,5 @@
 """exps_ctx's log2 of the row count (templates/gen_common.cuh), and the chunked launcher's scratch
-top-up (templates/exps_runtime.cpp exps_topup, issue #13): the wave it aims at, the EXPS_SCRATCH_MB
+top-up (templates/exps_runtime.cpp exps_topup): the wave it aims at, the EXPS_SCRATCH_MB
 knob, and its fallback to the caller's scratch when the allocation fails (CI has no GPU:
 cudaMallocAsync fails there, so the fallback path is the one run). The launcher's host code is
 compiled by nvcc into a small library (with a one-kernel launch table) and called through ctypes;
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ctypes
 import subprocess
-from pathlib import Path
 
 import pytest
 
