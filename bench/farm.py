@@ -1,4 +1,4 @@
-"""Build farm benchmark (README "Build farm", docs/BENCHMARKS.md "Build farm"): one key built cold
+"""Build farm benchmark (docs/BUILD-FARM.md, docs/BENCHMARKS.md "Build farm"): one key built cold
 (fresh build dir, object cache and sccache caches each time) several ways on this machine, wall
 and CPU of every process involved, and the `.so` files of every way compared byte for byte.
 

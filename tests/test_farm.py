@@ -1,4 +1,4 @@
-"""Build farm (README "Build farm"): sccache as the compiler launcher, its cache shared by two
+"""Build farm (docs/BUILD-FARM.md): sccache as the compiler launcher, its cache shared by two
 machines, and a real sccache-dist scheduler and build server on 127.0.0.1 compiling a key's TUs,
 then the scheduler stopped mid-build. Every build places the same bytes as one without a launcher.
 Also what toolchain.py does for sccache (its server started from our environment, a named work

@@ -1,5 +1,5 @@
 """The TOML configs of an sccache-dist build farm: one scheduler, its build servers, the clients
-(README "Build farm"). Run as ``python3 -m codegen.build.farm DIR --scheduler HOST:PORT --server
+(docs/BUILD-FARM.md). Run as ``python3 -m codegen.build.farm DIR --scheduler HOST:PORT --server
 HOST:PORT [--server ...]``: writes ``DIR/scheduler.conf``, ``DIR/server-<HOST>-<PORT>.conf`` for each
 server and ``DIR/client.conf``, with fresh secrets, mode 0600.
 
@@ -163,7 +163,7 @@ class LocalFarm:
     (each in its own session, in the foreground: ``SCCACHE_NO_DAEMON=1``), with their configs,
     logs and dirs under `root`; `client_env()` points an sccache client at it. A context manager:
     everything it started is stopped on exit (SIGTERM, then SIGKILL after 10 s). For the tests
-    and bench/farm.py; a real farm runs each on its own machine (README "Build farm")."""
+    and bench/farm.py; a real farm runs each on its own machine (docs/BUILD-FARM.md)."""
 
     def __init__(self, root: Path, servers: int = 1, sccache_dist: str = "sccache-dist",
                  start_timeout_s: float = 60.0) -> None:

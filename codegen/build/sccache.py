@@ -1,4 +1,4 @@
-"""sccache as the compiler launcher (`launcher=sccache`, `EXPS_LAUNCHER=sccache`; README "Build farm").
+"""sccache as the compiler launcher (`launcher=sccache`, `EXPS_LAUNCHER=sccache`; docs/BUILD-FARM.md).
 
 sccache runs `nvcc --dryrun` and then nvcc's steps itself: the host preprocessor and `fatbinary`
 on this machine, cicc, ptxas and the host compiler through its cache (local dir, Redis, S3,
