@@ -96,7 +96,7 @@ def test_every_readme_command_succeeds_on_the_whole_sample(tmp_path: Path) -> No
     assert len(ran) == 5, ran
     # the set-up `doit` built the copy's sample; the later commands left it current
     sample = checkout / "provingkey-sample"
-    p = subprocess.run([*bk.exps_codegen(), "status", str(sample), "--arch", "90"], cwd=checkout, env=env,
+    p = subprocess.run([*bk.exps_codegen(), "status", str(sample)], cwd=checkout, env=env,
                        capture_output=True, text=True, timeout=600)
     states = sorted(line.split()[1] for line in p.stdout.splitlines() if line.startswith("synth/"))
     assert p.returncode == 0 and states == ["current"] * 5 + ["skipped"], p.stdout + p.stderr
