@@ -50,7 +50,8 @@ Q_TU_OPS = 1024
 #: inlined in its kernel) cost ptxas about as much as this many Q ops
 STORE_OPS = 100
 #: what one more nvcc run costs, in Q ops compiled: ~0.25 s CPU for a TU of no work (the
-#: preprocessing of gen_common.cuh and cuda_runtime.h, cicc's start) vs ~7 ms per Q op (issue #15)
+#: preprocessing of gen_common.cuh and cuda_runtime.h, cicc's start) vs ~7 ms per Q op
+#: (`bench/nvcc_log.sh` and `bench/nvcc_by_tu.py` on a build: docs/BENCHMARKS.md "Build cost")
 TU_FIXED_OPS = 40
 #: the generic inverse kernel's device TU (`generic_inverse_tu`): a part that `pack` never joins with
 #: another, its text the same in every kernel that has it, and its name too (no key), so that a
@@ -355,7 +356,7 @@ class KernelSource:
     def __post_init__(self) -> None:
         self.q_in = self.q
         if self.passes:
-            # each trace-domain expression through the same passes (0.25.0): the bytecode repeats
+            # each trace-domain expression through the same passes: the bytecode repeats
             # subexpressions, e.g. Intermediates' sums of fractions add a challenge to each of 17
             # columns 70 times; nvcc folded them (the same SASS instruction counts) after
             # parsing and scheduling them all (that TU's nvcc CPU -11%, docs/BENCHMARKS.md)
@@ -374,7 +375,7 @@ class KernelSource:
 #: the name of a Q chunk kernel's per-row function, `k<digest>_q_c<chunk>` (its kernel `..._k`, its
 #: host form `..._h`), and of an expression's, `k<digest>_x_e<expId>`: the digest is of what the
 #: template makes of the kernel (`kernel_name`), never the kernel key, so identical kernels of two
-#: AIRs are identical text and their TUs one object-cache entry, compiled once (issue #15)
+#: AIRs are identical text and their TUs one object-cache entry, compiled once
 Q_KERNEL_RE = re.compile(r"k[0-9a-f]{16}_q_c(\d+)_k")
 X_KERNEL_RE = re.compile(r"k[0-9a-f]{16}_x_e(\d+)_k")
 
@@ -489,7 +490,7 @@ KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,219}")
 def render(ks: KernelSource, tu_ops: int = TU_OPS) -> dict[str, str]:
     """The sources of a kernel: its device TUs, the parts of `render_parts` packed in order into TUs
     of at most ~tu_ops ops (`pack`), and its launch table `<key>_abi.cpp` (`render_abi`). A small
-    kernel is ONE device TU, `<key>_q0_x0.cu`: one nvcc run instead of three (issue #15); a large one
+    kernel is ONE device TU, `<key>_q0_x0.cu`: one nvcc run instead of three; a large one
     keeps its parts apart (`<key>_q<k>.cu`, ...), so its compiles run in parallel and stay linear in
     ops. The device TUs are compiled device code only (`nvcc -fatbin`); the table, data only, embeds
     their fatbins; the launcher that reads it (`RUNTIME`) is the same file for every kernel.
@@ -642,7 +643,7 @@ def generic_inverse_tu(ks: KernelSource) -> str | None:
     of the expressions with no `_ki` of their own), `exps_xinv.cu` (`XINV_TU`): that kernel alone
     (templates/x_inv.cu.j2), the same text in every kernel that has it, so the content-addressed
     object cache compiles it once per machine and every other kernel takes it from there (in an
-    expression TU it was compiled again in every kernel: ~0.3 s of cicc + ptxas each, issue #15).
+    expression TU it would be compiled again in every kernel: ~0.3 s of cicc + ptxas each).
     Its name has no key either (a compiler launcher's cache keys the command line), and it is the
     kernel's last device TU (`device_tus`). None when every expression has its own `_ki` (or there
     is none)."""
