@@ -19,7 +19,8 @@ from doit import get_var  # noqa: E402
 
 from codegen.build.front import clean_after_doit, doit_config, dodo_settings  # noqa: E402
 from codegen.resources import SAMPLE  # noqa: E402
-from codegen.tasks import ProgressReporter, exps_tasks, reported  # noqa: E402
+from codegen.build.reporter import ProgressReporter, reported  # noqa: E402
+from codegen.tasks import exps_tasks  # noqa: E402
 
 SETTINGS, COMMAND = dodo_settings(sys.argv[1:], get_var, SAMPLE)
 if COMMAND == "clean":

@@ -215,7 +215,8 @@ def run_doit(s, targets: list[str], jobs: int = 1, emit_only: bool = False, extr
     from doit.doit_cmd import DoitMain
 
     from codegen.build.front import check_state, doit_config
-    from codegen.tasks import ProgressReporter, exps_tasks, lock_build, reported, unlock_build
+    from codegen.build.reporter import ProgressReporter, reported
+    from codegen.tasks import exps_tasks, lock_build, unlock_build
 
     if s.namespace:   # the CLI owns its graph: plain stage names (ir ... link), as our dodo.py
         import dataclasses
@@ -305,11 +306,12 @@ def cmd_clean(a) -> int:
 def status_rows(s) -> list[dict]:
     """Per AIR: current / stale / missing / skipped / bad input / refused (and stale for a `.so`
     whose AIR became unreadable or vanished: the next build removes it). Current and stale compare
-    the identity the placed `.so` embeds with the AIR's files on disk now (tasks.so_state);
+    the identity the placed `.so` embeds with the AIR's files on disk now (summary.so_state);
     skipped and bad input need the skip to have been recorded for those very files."""
     from codegen.build.actions import read_json
     from codegen.discover import scan, shown
-    from codegen.tasks import BAD_INPUT, shown_reason, so_state
+    from codegen.build.summary import so_state
+    from codegen.tasks import BAD_INPUT, shown_reason
     rows = []
     sc = scan(s.pk)
     for p in sc.placements:
@@ -389,7 +391,7 @@ def cmd_verify_rebuild(a) -> int:
                                EXPS_LAUNCHER=None):
             s2 = Settings(pk=copy, build=Path(tmp) / "build", arch=a.arch, cap=a.cap, chunk=a.chunk,
                           launcher=None, compile_timeout=a.compile_timeout, namespace="")
-            from codegen.tasks import ProgressReporter
+            from codegen.build.reporter import ProgressReporter
             ProgressReporter.show_summary = False
             try:
                 rc = run_doit(s2, ["link", "gone"], a.jobs)
@@ -427,7 +429,8 @@ def cmd_verify(a) -> int:
     from codegen.coverage import cover
     from codegen.build.heartbeat import Heartbeat
     from codegen.model import ModelError, load_air, load_json
-    from codegen.tasks import clip, shown_reason
+    from codegen.build.summary import clip
+    from codegen.tasks import shown_reason
     s = _settings(a)
     bad_input = 0
     from codegen.build.preflight import check_key

@@ -16,24 +16,19 @@ import logging
 import os
 import re
 import shlex
-import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from doit.reporter import ConsoleReporter
 from doit.tools import config_changed
 
 from codegen import EMITTER_VERSION
 from codegen.build import buildlock
 from codegen.build import knobs
-from codegen.build import procs
-from codegen.build import statedb
 from codegen.build import actions
 from codegen.build import kernelcc
 from codegen.build import toolchain
 from codegen.discover import Placement, kernels, scan, shown
-from codegen.emit import COMMON_FILES, NotRegularError, open_so, read_so_identity, source_hash
+from codegen.emit import COMMON_FILES
 from codegen.coverage import CAP, EXPR_CAP, SLOTS_CAP
 from codegen.resources import SAMPLE, TEMPLATES
 
@@ -154,7 +149,8 @@ class lazy_config_changed(config_changed):   # noqa: N801 (doit's naming)
         return "config_changed(<computed when checked: archs, nvcc version, ...>)"
 
 
-def _kdir(s: Settings, key: str) -> Path:
+def kernel_dir(s: Settings, key: str) -> Path:
+    """`<build>/<key>`: a kernel's stage files."""
     return Path(s.build) / key
 
 
@@ -277,7 +273,7 @@ def exps_tasks(s: Settings, emit_only: bool = False):
                    "actions": [(actions.act_remove_orphan, [str(b.so_path), b.reason])],
                    "uptodate": [(_absent, [str(b.so_path)])], "verbosity": 2}
     for key, ps in sorted(kmap.items()):
-        kd = _kdir(s, key)
+        kd = kernel_dir(s, key)
         first = ps[0]
         so_paths = [str(p.so_path) for p in ps]
         airs = [p.rel for p in ps]
@@ -377,55 +373,6 @@ def unlock_build(s: Settings) -> None:
     buildlock.release(s.build)
 
 
-# --------------------------------------------------------------------------------- reporting
-def _stage_files(s: Settings, p: Placement) -> tuple[dict, dict, dict, dict, dict]:
-    kd = _kdir(s, p.key)
-    return (actions.read_json(kd / "ir.json") or {}, actions.read_json(kd / "tune.json") or {},
-            actions.read_json(kd / "manifest.json") or {}, actions.read_json(kd / "objs.json") or {},
-            actions.read_json(stamp_path(s, p)) or {})
-
-
-def so_state(s: Settings, p: Placement) -> tuple[str, str]:
-    """What the AIR's placed `.so` is against its files on disk now: ("current", ""), ("missing",
-    "") or ("stale", why). Current means it carries the identity (emitter version, source hash)
-    a build of the AIR's present bytes with these settings embeds. Only lstat, and a read of a
-    regular file (emit.open_so: never a FIFO or a device)."""
-    if not os.path.lexists(p.so_path):
-        return "missing", ""
-    try:
-        open_so(p.so_path).close()
-    except NotRegularError as e:
-        return "stale", f"its .so {e.strerror}"
-    except OSError as e:
-        return "stale", f"its .so cannot be read: {e.strerror or e}"
-    ident = read_so_identity(p.so_path)
-    if ident is None:
-        return "stale", "its .so carries no identity of ours"
-    if p.error:
-        return "stale", "its inputs are no longer usable"
-    if ident[0] != EMITTER_VERSION:
-        return "stale", f"its .so is of emitter {ident[0]} (this is {EMITTER_VERSION})"
-    if ident[1] != source_hash(p.content, s.hashed()):
-        return "stale", "its .so was built from other JSON or settings"
-    return "current", ""
-
-
-def settle(s: Settings) -> list[tuple[str, str]]:
-    """After a build: every placed `.so` that is not current for the files on disk now (a JSON
-    edited while the build ran, whatever the moment) is removed, so the key holds the `.so` of
-    what is on disk or none. Returns [(AIR, why)] of those AIRs (the next build makes them)."""
-    out = []
-    for p in scan(s.pk).placements:
-        state, why = so_state(s, p)
-        if state == "stale":
-            try:
-                actions.remove_so([str(p.so_path)])
-                out.append((shown(p.rel), f"{why}: removed (its JSON changed during the build; rerun)"))
-            except OSError as e:
-                out.append((shown(p.rel), f"{why}, and it cannot be removed: {e.strerror or e}"))
-    return out
-
-
 BAD_INPUT = "bad input"
 
 
@@ -435,313 +382,3 @@ def shown_reason(s: Settings, text: str) -> str:
     for root in {str(s.pk), os.path.realpath(s.pk)}:
         text = text.replace(root.rstrip(os.sep) + os.sep, "")
     return text
-
-
-def summary_rows(s: Settings, seconds: dict[str, float] | None = None,
-                 failed: dict[str, str] | None = None, emit_only: bool = False) -> list[dict]:
-    """One row per AIR from the stage files and what is on disk. `seconds` / `failed` are keyed
-    by doit task name (`ir:<key>`, `link:<rel>`, ...) from this run's reporter: a task in
-    `seconds` ran in this run (`generated_now`, `compiled_now`, `linked_now`)."""
-    seconds, failed = seconds or {}, failed or {}
-    sc = scan(s.pk)
-    rows = []
-    for p in sc.placements:
-        ir, tune, man, objs, st = _stage_files(s, p)
-        skip = p.error and f"{BAD_INPUT}: {p.error}" or ir.get("air_skip") or tune.get("skip") \
-            or man.get("skip") or st.get("skip") or ""
-        own = [f"{s.stage(b)}:{p.key}" for b in ("ir", "tune", "emit", "cc")] + [f"{s.stage('link')}:{p.rel}"]
-        fail = next((f"{n.split(':')[0]} failed: {failed[n]}" for n in own if n in failed), "")
-        plan = man.get("plan", {})
-        state, why = ("missing", "") if emit_only else so_state(s, p)
-        placed = state == "current" and bool(st.get("so")) and not fail
-        generated = bool(man.get("files")) and not man.get("skip")
-        compiled = bool(objs.get("objects")) and not objs.get("skip")
-        if not p.error and ir and ir.get("content") != p.content:   # the files changed since ir read them
-            skip, result = "", "stale"
-            fail = "its JSON changed during the build: rerun" + (f" ({why})" if state == "stale" else "")
-        elif state == "stale":
-            result, fail = "stale", why
-        elif skip.startswith(BAD_INPUT):
-            result = BAD_INPUT
-        elif skip:
-            result = "skipped"
-        elif fail:
-            result = "failed"
-        elif emit_only:
-            result = "emitted" if generated else "not emitted"
-        elif placed:
-            result = "placed"
-        else:
-            result, fail = "failed", "not built (an earlier stage failed or was interrupted)"
-        rows.append({
-            "air": shown(p.rel), "kernel": p.key,
-            # Q ops: the Q expression's operations as the JSON gives them (what cap compares);
-            # ops run: what its kernels run after the IR passes
-            "q_ops": ir.get("q_ops", "") if not skip else "",
-            "ops_run": man.get("q_ops", "") if not skip else "",
-            "chunks": plan.get("chunks", ""), "slots": plan.get("slots", ""),
-            "exprs": man.get("exprs", ""), "not_covered": len(ir.get("skipped_exprs", [])) if ir else "",
-            "min_scratch": man.get("min_scratch", ""), "spill": objs.get("spill_bytes", ""),
-            "generated": generated, "compiled": compiled, "placed": placed,
-            "generated_now": generated and f"{s.stage('emit')}:{p.key}" in seconds,
-            "compiled_now": compiled and f"{s.stage('cc')}:{p.key}" in seconds,
-            "linked_now": placed and f"{s.stage('link')}:{p.rel}" in seconds,
-            "result": result, "skip": shown_reason(s, skip), "reason": shown_reason(s, skip or fail),
-            "seconds": sum(seconds.get(n, 0.0) for n in own),
-        })
-    none = {"kernel": "", "q_ops": "", "ops_run": "", "chunks": "", "slots": "", "exprs": "", "not_covered": "",
-            "min_scratch": "", "spill": "", "generated": False, "compiled": False, "placed": False,
-            "generated_now": False, "compiled_now": False, "linked_now": False}
-    for r in sc.refused:
-        rows.append({**none, "air": r.rel, "result": "refused", "skip": r.reason, "reason": r.reason,
-                     "seconds": 0.0})
-    for b in sc.broken:
-        gone = not os.path.lexists(b.so_path)
-        rows.append({**none, "air": b.rel,
-                     "result": "removed" if gone else ("stale" if emit_only else "failed"),
-                     "skip": "", "reason": b.reason + ("" if gone else "; its .so is still there"),
-                     "seconds": seconds.get(f"{s.stage('gone')}:{orphan_name(b)}", 0.0)})
-    return rows
-
-
-LEGEND = ("Q ops: operations of the quotient (Q) expression as the JSON gives them (what cap= / --cap "
-          "compares); chunks: Q kernels it is cut into; slots: scratch slots for values that cross a "
-          "cut; exprs: trace-domain expressions with a kernel; not cov.: expressions left to the "
-          "prover's interpreter; s: seconds this run spent on the AIR (its kernel's stages and its "
-          "link; a kernel shared by AIRs counts for each); generated, compiled: kernels this run "
-          "made; bad input: an AIR whose JSON cannot be used (no .so; the build exits 1 unless "
-          "bad input is allowed)")
-#: the widest line of the legend and of a reason in the table
-WIDTH = 100
-
-
-def clip(text: str, width: int) -> str:
-    """`text` cut at a word boundary to at most `width` characters, with an ellipsis."""
-    if len(text) <= width:
-        return text
-    cut = text[: width - 1]
-    if " " in cut[width // 2:]:
-        cut = cut[: cut.rindex(" ")]
-    return cut.rstrip(" ,;:") + "\u2026"
-
-
-def count_line(rows: list[dict], emit_only: bool = False) -> str:
-    """`N AIRs: ...`: what this run generated, compiled and placed, and the state of the others."""
-    n = lambda res: sum(r["result"] == res for r in rows)   # noqa: E731
-    kernels_of = lambda f: len({r["kernel"] for r in rows if r.get(f)})   # noqa: E731
-    airs = sum(1 for r in rows if r["result"] not in ("removed",))
-    if emit_only:
-        counts = f"{airs} AIRs: {kernels_of('generated_now')} kernels generated (sources only)"
-    else:
-        placed, linked = n("placed"), sum(1 for r in rows if r.get("linked_now"))
-        counts = (f"{airs} AIRs: {kernels_of('generated_now')} kernels generated, "
-                  f"{kernels_of('compiled_now')} compiled, {placed} .so placed"
-                  + ("" if linked == placed else " (already current)" if not linked
-                     else f" ({linked} linked, {placed - linked} already current)"))
-    counts += f", {n('skipped')} skipped, {n('failed')} failed"
-    for what in (BAD_INPUT, "stale", "refused"):
-        if n(what):
-            counts += f", {n(what)} {what}"
-    if n("removed"):
-        counts += f"; {n('removed')} stale .so removed"
-    return counts
-
-
-def format_summary(rows: list[dict], emit_only: bool = False) -> str:
-    import textwrap
-    head = ["AIR", "kernel", "Q ops", "chunks", "slots", "exprs", "not cov.", "result", "s", "reason"]
-    table = [[r["air"], r["kernel"], str(r["q_ops"]), str(r["chunks"]), str(r["slots"]),
-              str(r["exprs"]), str(r["not_covered"]), r["result"], f"{r['seconds']:.1f}",
-              clip(r["reason"] or "", WIDTH)] for r in rows]
-    w = [max(len(h), *(len(t[i]) for t in table)) if table else len(h) for i, h in enumerate(head)]
-    lines = ["  ".join(h.ljust(w[i]) for i, h in enumerate(head)).rstrip()]
-    lines += ["  ".join(c.ljust(w[i]) for i, c in enumerate(t)).rstrip() for t in table]
-    scratch = [int(r["min_scratch"]) for r in rows if str(r["min_scratch"]).isdigit()]
-    lines.append(count_line(rows, emit_only) + f"; max exps_min_scratch {max(scratch) if scratch else 0} elements")
-    lines += textwrap.wrap(LEGEND, WIDTH)
-    return "\n".join(lines)
-
-
-def _one_line_failure(fail) -> str:
-    """The last meaningful line of a doit failure (an exception's message, not its traceback)."""
-    try:
-        msg = fail.get_msg()
-    except Exception:   # noqa: BLE001
-        msg = str(fail)
-    lines = [x.strip() for x in str(msg).splitlines() if x.strip()]
-    if not lines:
-        return "failed"
-    last = lines[-1]
-    if "returned False" in last or "Python Task failed" in last:
-        return "see the error above"
-    return last[:300]
-
-
-class _ErrorLines(logging.Handler):
-    """The ERROR lines logged on this thread while an action runs (its task's failure says why)."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.ERROR)
-        self.thread = threading.get_ident()
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.thread == self.thread:
-            try:
-                self.lines.append(record.getMessage())
-            except Exception:   # noqa: BLE001
-                pass
-
-
-def _said(fn, *args):
-    """Run action `fn`; when it fails (returns False), the failure carries the first line of the
-    error it logged, so the FAILED line, the summary and the report say why (not "see above")."""
-    from doit.exceptions import TaskFailed
-    h = _ErrorLines()
-    log.addHandler(h)
-    try:
-        r = fn(*args)
-    finally:
-        log.removeHandler(h)
-    if r is False and h.lines:
-        return TaskFailed(" ".join(h.lines[-1].splitlines()[0].split()))
-    return r
-
-
-def reported(tasks):
-    """`exps_tasks` with every Python action wrapped by `_said` (the front ends' graph)."""
-    for t in tasks:
-        if t.get("actions"):
-            t = {**t, "actions": [(_said, [a[0], *(a[1] if len(a) > 1 else ())]) if isinstance(a, tuple)
-                                  and callable(a[0]) else a for a in t["actions"]]}
-        yield t
-
-
-class ProgressReporter(ConsoleReporter):
-    """doit reporter: `[k/total] stage:name` as each task starts (k counts started and up-to-date
-    tasks, so it never repeats under -n), one line per failure, then the summary table; a no-op
-    build says `N AIRs up to date`; an interrupted one says nothing more (procs.py said it)."""
-
-    settings: Settings | None = None
-    emit_only = False
-    show_summary = True
-
-    def initialize(self, tasks, selected_tasks):
-        super().initialize(tasks, selected_tasks)
-        self._t0 = time.monotonic()
-        from codegen.build.report import cpu_seconds
-        self._cpu0 = cpu_seconds()
-        self._total = sum(1 for t in tasks.values() if t.actions and not t.name.startswith("_")) or 1
-        self._seen = 0
-        self._ran = 0
-        self._start: dict[str, float] = {}
-        self.seconds: dict[str, float] = {}
-        self.failed: dict[str, str] = {}
-        if self.settings is not None:   # doit's end-of-run save fails soft (statedb.py)
-            from doit.globals import Globals
-            statedb.guard(Globals.dep_manager)
-
-    def execute_task(self, task):
-        if task.actions and not task.name.startswith("_"):
-            self._ran += 1
-            self._seen += 1
-            self._start[task.name] = time.monotonic()
-            self.outstream.write(f"[{self._seen}/{self._total}] {shown(task.name)}  "
-                                 f"(at {time.monotonic() - self._t0:.1f} s)\n")
-            self.outstream.flush()
-
-    def _finish(self, task):
-        t = self._start.pop(task.name, None)
-        if t is not None:
-            self.seconds[task.name] = time.monotonic() - t
-
-    def add_success(self, task):
-        self._finish(task)
-
-    def add_failure(self, task, fail):
-        from doit.exceptions import UnmetDependency
-        self._finish(task)
-        why = _one_line_failure(fail)
-        self.failed[task.name] = why
-        if isinstance(fail, UnmetDependency):   # (a task after a failed one: that one has its line)
-            return
-        self.outstream.write(f"FAILED {shown(task.name)}: {why}\n")
-        self.outstream.flush()
-
-    def skip_uptodate(self, task):
-        if task.actions and not task.name.startswith("_"):
-            self._seen += 1
-
-    def skip_ignore(self, task):
-        pass
-
-    def runtime_error(self, msg):
-        self.outstream.write("exps-codegen: doit: " + " ".join(str(msg).split()) + "\n")
-
-    def complete_run(self):
-        stale = self._settle()
-        rows = self._rows()
-        self._summary(rows)
-        bad = [r for r in rows or [] if r["result"] in (BAD_INPUT, "refused")]
-        allowed = self.settings is not None and self.settings.allow_bad_input
-        if bad and not allowed and not procs.interrupted():
-            self.outstream.write(f"ERROR: {len(bad)} AIR(s) have bad input and get no .so (the other AIRs "
-                                 "are built; `exps-codegen status` says why): fix their JSON, or accept them with "
-                                 "--allow-bad-input / allow_bad_input=1\n")
-            self.outstream.flush()
-        if stale and not procs.interrupted():
-            self.outstream.write(f"ERROR: {len(stale)} AIR(s) changed while the build ran; their .so "
-                                 "files were removed: rerun the build\n")
-            self.outstream.flush()
-        if (err := statedb.save_error()) is not None:
-            self.outstream.write(f"ERROR: {err}\n")
-            self.outstream.flush()
-        if (stale or err is not None or (bad and not allowed) or self.failed) and not procs.interrupted():
-            # what is placed is sound, the run is not complete: say so by the exit code (1, also
-            # where doit would say 2 for the tasks after a failed one: 2 is a user's mistake)
-            raise SystemExit(1)
-
-    def _rows(self) -> list[dict] | None:
-        if procs.interrupted() or self.settings is None:
-            return None
-        try:
-            return summary_rows(self.settings, self.seconds, self.failed, self.emit_only)
-        except Exception as e:   # noqa: BLE001 — a summary must never turn a build red
-            self.outstream.write(f"(no summary: {e})\n")
-            return None
-
-    def _settle(self) -> list:
-        """`settle` after a build that may place (never after `emit`, which leaves the key alone)."""
-        if self.settings is None or self.emit_only or procs.interrupted():
-            return []
-        try:
-            stale = settle(self.settings)
-        except Exception as e:   # noqa: BLE001 — reported, never a traceback
-            self.outstream.write(f"(the end-of-build check failed: {e})\n")
-            return []
-        for air, why in stale:
-            self.outstream.write(f"STALE {air}: {why}\n")
-        return stale
-
-    def _summary(self, rows: list[dict] | None):
-        if rows is None or not self.show_summary:
-            return
-        try:
-            if not self._ran:
-                placed = sum(r["result"] == "placed" for r in rows)
-                skipped = sum(r["result"] == "skipped" for r in rows)
-                bad = sum(r["result"] == BAD_INPUT for r in rows)
-                what = "sources" if self.emit_only else f"{placed} .so placed, {skipped} skipped"
-                what += f", {bad} bad input" if bad else ""
-                self.outstream.write(f"{len(rows)} AIRs up to date ({what}); nothing to do\n")
-            else:
-                from codegen.build import report
-                self.outstream.write(format_summary(rows, self.emit_only) + "\n")
-                wall = time.monotonic() - self._t0
-                _, page = report.write(self.settings, report.collect(
-                    self.settings, rows, self.seconds, wall, report.cpu_seconds() - self._cpu0))
-                self.outstream.write(f"build dir: {shown(self.settings.build)}  ({wall:.1f} s)\n"
-                                     f"report: {shown(page)}\n")
-        except Exception as e:   # noqa: BLE001 — a summary must never turn a build red
-            self.outstream.write(f"(no summary: {e})\n")
-        self.outstream.flush()

@@ -22,7 +22,8 @@ from codegen.build import preflight
 from codegen.build import procs
 from codegen.build import statedb
 from codegen.emit import read_so_identity
-from codegen.tasks import ProgressReporter, Settings, lock_build, unlock_build
+from codegen.build.reporter import ProgressReporter
+from codegen.tasks import Settings, lock_build, unlock_build
 
 #: doit variables of our dodo.py (README "Usage in a provingKey pipeline")
 DOIT_VARS = ("pk", "build", "arch", "cap", "chunk", "chunk_bounds", "launcher", "compile_timeout",

@@ -35,7 +35,10 @@ from codegen import EMITTER_VERSION
 from codegen.build.actions import _write_json, read_json
 from codegen.build.cache import atomic_write
 from codegen.build.autotune import SPILL_SLACK_BYTES
+from codegen.build.summary import summary_rows
+from codegen.discover import kernels, scan
 from codegen.emit import Q_KERNEL_RE, device_tus
+from codegen.tasks import shown_reason
 
 FORMAT = 1
 
@@ -68,10 +71,8 @@ def regs_per_chunk(key: str, n_chunks: int, reports: dict) -> list[int]:
 
 def collect(s, rows: list[dict], seconds: dict[str, float] | None = None,
             wall_s: float | None = None, cpu_s: float | None = None) -> dict:
-    """The report of build `s` from its stage files, the summary rows (tasks.summary_rows) and
+    """The report of build `s` from its stage files, the summary rows (summary.summary_rows) and
     this run's per-task seconds (doit task name -> seconds)."""
-    from codegen.discover import kernels, scan
-    from codegen.tasks import shown_reason
     seconds = seconds or {}
     kmap = kernels(scan(s.pk).placements)
     ks = []
@@ -232,7 +233,6 @@ def write(s, rep: dict) -> tuple[Path, Path]:
 def rebuild(s) -> dict:
     """`exps-codegen report PK`: from the stage files, keeping the last run's timings when its
     report.json is there."""
-    from codegen.tasks import summary_rows
     old = read_json(Path(s.build) / "report.json") or {}
     secs = {}
     for k in old.get("kernels", []):
