@@ -1,7 +1,6 @@
 """Autotune: the search (fake compiler with known registers) and real nvcc probes."""
 from __future__ import annotations
 
-import functools
 import itertools
 import json
 import math

@@ -21,7 +21,7 @@ from codegen.check import hostcheck
 from codegen.sample import synth
 from require import require, requires
 from codegen.discover import discover
-from codegen.emit import (OP_C, Q_PARAMS, STORE_OPS, TU_OPS, X_PARAMS, XINV_PARAMS, ExprKernel, KernelSource, chunk_body,
+from codegen.emit import (OP_C, Q_PARAMS, TU_OPS, X_PARAMS, XINV_PARAMS, ExprKernel, KernelSource, chunk_body,
                           device_tus, kernel_symbol, pack, q_part, render, render_parts, tu_kernels, tu_twins,
                           x_parts)
 from codegen.ir import KernelIR, Leaf, Op, Val, lower

@@ -21,7 +21,6 @@ import json
 import os
 import random
 import re
-import shutil
 import subprocess
 import sys
 import threading
@@ -31,7 +30,7 @@ from pathlib import Path
 import pytest
 
 import buildkit as bk
-from buildkit import SHARED1, SHARED2, TINY, MEDIUM, LARGE
+from buildkit import SHARED1, SHARED2, TINY, MEDIUM
 
 pytestmark = pytest.mark.requires("nvcc")
 
