@@ -14,7 +14,8 @@ doit's state backend from Python 3.13 on).
 
 `pk_params(items)` is for tests parametrized over the real AIRs of ../shared/pk: without the key
 it yields one placeholder parameter that requires "pk" (a visible skip, or a failure under
-EXPS_REQUIRE), instead of an empty parameter set.
+EXPS_REQUIRE), instead of an empty parameter set. `kernel_params(root)` gives those parameters:
+one per kernel key of the sample (or a synthetic key) or of every key under ../shared/pk.
 """
 from __future__ import annotations
 
@@ -164,3 +165,18 @@ def pk_params(items: list, ids=None) -> list:
     if items:
         return items
     return [pytest.param(None, marks=requires("pk"), id="no-shared-pk")]
+
+
+def kernel_params(root: Path, skip: tuple[str, ...] = ()) -> list:
+    """One parameter per kernel key under `root` (the sample or a synthetic key, or a folder of
+    `*/provingKey`s): its first placement, id `<key>-<base>`; bases in `skip` left out."""
+    from codegen.discover import discover, kernels
+    if not root.is_dir():
+        return []
+    out = []
+    for pk in ([root] if (root / "synth").exists() else sorted(root.glob("*/provingKey"))):
+        for _, ps in sorted(kernels(discover(pk)).items()):
+            if ps[0].base not in skip:
+                name = pk.parent.name if pk.name == "provingKey" else "sample"
+                out.append(pytest.param(ps[0], id=f"{name}-{ps[0].base}"))
+    return out

@@ -33,14 +33,13 @@ from hypothesis import strategies as st
 
 from codegen.check import hostcheck
 from codegen.coverage import cover
-from codegen.discover import discover, kernels
 from codegen.emit import KernelSource, render
 from codegen.ir import KernelIR, Leaf, Op, Val
 from codegen.model import load_air, parse_starkinfo
 from codegen.passes import optimize
 from codegen.plan import Plan, plan
 from codegen.remat import remat
-from require import PK, pk_params, requires
+from require import PK, kernel_params, pk_params, requires
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "provingkey-sample"
@@ -247,16 +246,6 @@ def test_passes_and_remat_keep_every_term_on_random_irs(ir: KernelIR, opc: int) 
 
 
 # ----------------------------------------------------------------------------------- real kernels
-def _real_kernels(root: Path) -> list:
-    if not root.is_dir():
-        return []
-    out = []
-    for pk in ([root] if (root / "synth").exists() else sorted(root.glob("*/provingKey"))):
-        for key, ps in sorted(kernels(discover(pk)).items()):
-            out.append(pytest.param(ps[0], id=f"{pk.parent.name if pk.name == 'provingKey' else 'sample'}-{ps[0].base}"))
-    return out
-
-
 def _check_real(p) -> None:
     si, ei = load_air(p.starkinfo, p.expressions)
     cov = cover(si, ei)
@@ -269,13 +258,13 @@ def _check_real(p) -> None:
         assert (ks.plan.n_chunks > 1) == (0 < opc < n)
 
 
-@pytest.mark.parametrize("p", _real_kernels(SAMPLE))
+@pytest.mark.parametrize("p", kernel_params(SAMPLE))
 def test_every_sample_kernel_keeps_its_terms_through_the_passes(p) -> None:
     _check_real(p)
 
 
 @requires("pk")
-@pytest.mark.parametrize("p", pk_params(_real_kernels(PK)))
+@pytest.mark.parametrize("p", pk_params(kernel_params(PK)))
 def test_every_pk_kernel_keeps_its_terms_through_the_passes(p) -> None:
     _check_real(p)
 

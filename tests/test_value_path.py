@@ -21,30 +21,18 @@ import pytest
 from codegen.check import hostcheck
 from codegen.check.hostcheck import check_kernel
 from codegen.coverage import cover
-from codegen.discover import discover, kernels
+from codegen.discover import discover
 from codegen.emit import KernelSource, render
 from codegen.ir import KernelIR, Leaf, Op, Val
 from codegen.model import load_air
 from codegen.plan import plan
 from codegen.program import ADD, COPY, KINDS, MUL, NEG, SUB, exact_program
-from require import PK, pk_params, requires
+from require import PK, kernel_params, pk_params, requires
 
 ROOT = Path(__file__).resolve().parent.parent
 needs_gxx = requires("gxx")      # tests/require.py: skip, or fail under EXPS_REQUIRE
 SAMPLE = ROOT / "provingkey-sample"
-
-
-def _kernels(root: Path) -> list:
-    """One parameter per kernel key with a Q: (key, first placement)."""
-    if not root.is_dir():
-        return []
-    out = []
-    for pk in ([root] if (root / "synth").exists() else sorted(root.glob("*/provingKey"))):
-        for key, ps in sorted(kernels(discover(pk)).items()):
-            if ps[0].base == "Skipped":       # the sample's AIR without a kernel (tests/test_hostcheck.py)
-                continue
-            out.append(pytest.param(ps[0], id=f"{pk.parent.name if pk.name == 'provingKey' else 'sample'}-{ps[0].base}"))
-    return out
+NO_Q = ("Skipped",)    # the sample's AIR without a kernel (tests/test_hostcheck.py)
 
 
 def _check_exact(p, opc: int | None = None) -> tuple:
@@ -60,14 +48,14 @@ def _check_exact(p, opc: int | None = None) -> tuple:
     return res, ks
 
 
-@pytest.mark.parametrize("p", _kernels(SAMPLE))
+@pytest.mark.parametrize("p", kernel_params(SAMPLE, skip=NO_Q))
 def test_every_sample_q_row_through_the_exact_program(p) -> None:
     res, ks = _check_exact(p)
     assert res.mismatches == [] and res.q_words > 0
 
 
 @requires("pk")
-@pytest.mark.parametrize("p", pk_params(_kernels(PK)))
+@pytest.mark.parametrize("p", pk_params(kernel_params(PK, skip=NO_Q)))
 def test_every_pk_q_row_through_the_exact_program(p) -> None:
     res, ks = _check_exact(p)
     assert res.mismatches == [] and res.q_words > 0
@@ -79,7 +67,7 @@ def test_every_q_with_a_3x3_product_takes_the_value_path() -> None:
     value-only products and the exact fallback; one without (the 3-op Test AIR) keeps its exact
     text. Counted over every kernel of ../shared/pk and the sample, by what the TUs contain."""
     took, exact = set(), set()
-    for p in [q.values[0] for q in _kernels(SAMPLE) + _kernels(PK)]:
+    for p in [q.values[0] for q in kernel_params(SAMPLE, skip=NO_Q) + kernel_params(PK, skip=NO_Q)]:
         si, ei = load_air(p.starkinfo, p.expressions)
         cov = cover(si, ei)
         ks = hostcheck.kernel_source(p.key, cov)
