@@ -93,7 +93,7 @@ gpucheck() {
     [ -d "$W/$side/$i/b" ] || continue
     while [ "$(jobs -rp | wc -l)" -ge "${GPUCHECK_P:-6}" ]; do sleep 0.2; done
     left=$(( end - $(date +%s) )); [ $left -gt 3 ] || { echo "gpucheck $side: time up at key $i" | tee -a "$S"; break; }
-    env "$@" timeout $left python3 -m codegen.cli gpucheck "$W/$side/$i/pk" --arch 90 --build-dir "$W/$side/$i/b" \
+    env "$@" timeout $left python3 -m codegen.cli gpucheck "$W/$side/$i/pk" --build-dir "$W/$side/$i/b" \
       > "$log.$i" 2>&1 &
   done
   wait

@@ -342,8 +342,8 @@ class KernelSource:
     passes: bool = True
     #: a single Q kernel bounded to `min_blocks` blocks per SM (autotune.bound_single; 0: none): in
     #: an autotune probe (`render_probe`) its `__launch_bounds__(256, min_blocks)`; in the kernel's
-    #: sources (`render`, 0.23.0) the kernel as unbounded, and its TU's bounded twin with that bound,
-    #: which `cc` compiles from the first compile's PTX, as a chunked Q's (`launch_table` "twins")
+    #: sources (`render`) the kernel as unbounded, and its TU's bounded twin with that bound, which
+    #: `cc` compiles from source, as a chunked Q's (`launch_table` "twins")
     min_blocks: int = 0
     q_in: KernelIR | None = field(default=None, init=False)
     pass_stats: PassStats | None = field(default=None, init=False)

@@ -1,4 +1,4 @@
-"""Accumulators on the value path (emitter 0.17.0; docs/DESIGN-value-path.md): a dim-3 product,
+"""Accumulators on the value path (docs/DESIGN-value-path.md): a dim-3 product,
 add or sub read once, by an add or sub of the same chunk, stays three accumulators (gl3_acc) and
 only the last add or sub of such a tree reduces them.
 

@@ -391,7 +391,7 @@ def test_autotune_large_sample_air_with_real_nvcc(tmp_path, monkeypatch):
     assert len(t["probes"]) <= 6
 
 
-# ------------------------------------------------------------------ representative probes (#15)
+# ------------------------------------------------------------------ representative probes
 def test_representative_chunks_and_filled_registers() -> None:
     """A plan of many chunks is probed through PROBE_SAMPLE evenly spaced chunks (the first and the
     last among them) and the one of the highest estimated registers; the others get the probed
@@ -468,7 +468,7 @@ def test_sampled_registers_choose_as_every_chunks_registers_would(sweep_file: st
     19, 5 and 19 AIRs): the tuner that sees only the `representatives`' registers (PROBE_SAMPLE = 6
     evenly spaced chunks and the top estimate) and `fill_unprobed`'s for the rest chooses, on every
     AIR, the chunking it chooses knowing every chunk's registers. With 3 evenly spaced chunks
-    (0.19.0) it did not on two of the sweeps: the sample's Large at 96 instead of 128 (sweep-2048-h200)
+    it does not on two of the sweeps: the sample's Large at 96 instead of 128 (sweep-2048-h200)
     and ConnectionNew at 128 instead of 96 (sweep-5airs-h200; there also Large at 64 instead of 96
     without PRUNE_MARGIN); with 5, on sweep-11waves-h200."""
     from bench.replay_tune import q_irs, replay
@@ -552,10 +552,10 @@ def test_sampled_registers_choose_well_on_the_2048_wave_sweep() -> None:
     launcher's 2048-block waves) with every chunk kernel's ptxas registers. Replayed through the
     tuner with only the representatives' registers known, as a build sees them: the fastest on the
     sample's Large (128 ops per chunk), within 8.5% on every AIR, 0.5% on average, and
-    SpecifiedRanges in 2 chunks (its fastest). 0.19.0's sample (3 evenly spaced chunks and the top
-    estimate) took 96 for Large, 1.044x slower. 0.18.3's tuner (the three highest estimates and the
-    last chunk sampled, every other estimate scaled by their median ratio, WORD 0.41 and CHUNK 0.21)
-    took 64-op chunks for Large, 1.17x slower than the fastest."""
+    SpecifiedRanges in 2 chunks (its fastest). A sample of 3 evenly spaced chunks and the top
+    estimate takes 96 for Large, 1.044x slower. A tuner that samples the three highest estimates and
+    the last chunk, scales every other estimate by their median ratio and weighs WORD 0.41 and
+    CHUNK 0.21 takes 64-op chunks for Large, 1.17x slower than the fastest."""
     import statistics
     from bench.replay_tune import q_irs
     from codegen.build.probes import fill_unprobed, representatives
@@ -582,7 +582,7 @@ def test_sampled_registers_choose_well_on_the_2048_wave_sweep() -> None:
         return [regs[c] if c in probed else min(at.MAX_REGS, round(est[c] * k)) for c in range(pl.n_chunks)]
     large = {"results": [r for r in sweep["results"] if r["air"].endswith("/Large")]}
     old = _replay_with_sampling(large, irs, old_reps, old_fill, at.CostModel(WORD=0.41, CHUNK=0.21))
-    assert old["Large"][0] == 64 and old["Large"][1] > 1.15, old      # 0.18.3's tuner as a whole
+    assert old["Large"][0] == 64 and old["Large"][1] > 1.15, old      # that tuner as a whole
 
 
 @requires("nvcc")
@@ -677,12 +677,11 @@ def test_chunk_stats_counts_spills_above_the_slack_only():
 
 @needs_nvcc
 def test_a_spill_within_the_slack_is_no_spill(tmp_path, monkeypatch):
-    """ptxas trades a word or two of spill for one more block per SM (MultiRangeCheck2's
-    single kernel at 0.17.5, 80 registers and 4 B, 1.21x faster as one kernel than the chunks a strict
-    rule cut it into). At 0.20.0 (nvcc 13, sm_90) RangeCheckMix's single kernel is 122 registers, and
-    bounded to 3 blocks per SM ptxas fits 80 storing 8 B (0.18.1's example, the sample's Medium at 96
-    ops per chunk, spills nothing since). Within the slack the bound is taken; with no slack the
-    same bounded probe spills and the kernel stays unbounded."""
+    """ptxas trades a word or two of spill for one more block per SM (such a kernel, 80 registers
+    and 4 B of spill, 1.21x faster as one kernel than the chunks a strict rule cut it into: the
+    figures at autotune.SPILL_SLACK_BYTES). With nvcc 13 at sm_90 RangeCheckMix's single kernel is 122
+    registers, and bounded to 3 blocks per SM ptxas fits 80 storing 8 B. Within the slack the bound
+    is taken; with no slack the same bounded probe spills and the kernel stays unbounded."""
     from codegen.build import probes
     monkeypatch.setenv("EXPS_CACHE_DIR", str(tmp_path / "cache"))
     ir_json = tmp_path / "ir.json"
@@ -773,15 +772,13 @@ RC4 = PK / "range_check/provingKey/range_check/RangeCheck4/airs/RangeCheck4/air/
 @requires("pk")
 @pytest.mark.parametrize("base, bound", [(L3, 3), (L2_12, 3), (RC4, 0)], ids=["Lookup3", "Lookup2_12", "RC4"])
 def test_the_tune_bounds_a_single_kernel_with_real_nvcc(tmp_path, monkeypatch, base, bound):
-    """nvcc 13, sm_90, emitter 0.20.0: Lookup3's single kernel is 84 registers (2 blocks of 256 per
+    """nvcc 13, sm_90: Lookup3's single kernel is 84 registers (2 blocks of 256 per
     SM), bounded to 3 blocks 80 and no spill; Lookup2_12's is 80 with 24 B spilled (ptxas's own
     trade for 3 blocks: the tune compiles it bounded at once, 80 and none, and no chunking's floor
     comes near it); RangeCheck4's is 102,
-    bounded it spills and keeps its kernel. The bound is the twin of the kernel's TU (0.23.0: made
-    by cc from the first compile's PTX, as the tune's bounded probe was, so cc compiles nothing
-    again); the kernel as emitted is unbounded, the same text as the tune's first probe. (Up to 0.19.1
-    MultiRangeCheck1 and 2 were the first two, 1.08x and 1.25x bounded on the H200; with the
-    launcher's offsets they fit 80 registers unbounded.)"""
+    bounded it spills and keeps its kernel. The bound is the twin of the kernel's TU, which cc
+    compiles from source; the kernel as emitted is unbounded, the same text as the tune's first
+    probe."""
     from codegen.build.actions import act_cc, act_emit
     launcher, log, ir_json, tune_json, man, content, settings = _tuned_as_cc(tmp_path, monkeypatch, "m", base)
     t = json.loads(tune_json.read_text())
@@ -791,7 +788,7 @@ def test_the_tune_bounds_a_single_kernel_with_real_nvcc(tmp_path, monkeypatch, b
     assert [p["min_blocks"] for p in t["probes"]].count(3) == 1
     assert max(natural["regs"]) >= 80 and max(bounded["regs"]) <= 80
     assert (bounded["spills"] == 0) == (bound == 3)
-    # Lookup2_12 (0.20.0): unbounded, ptxas fits 3 blocks with 24 B spilled; bounded it does not
+    # Lookup2_12: unbounded, ptxas fits 3 blocks with 24 B spilled; bounded it does not
     # spill, and is compiled at once (not after a 64-op chunking of cost 253 that the bounded
     # kernel's 205 must beat; every chunking's floor_cost is >= 247)
     assert (natural["spills"] > 0) == (base == L2_12)
@@ -882,7 +879,7 @@ def _chunked_after_a_spilling_single(regs: int, single_spill: int, chunk_cost: f
 ])
 def test_a_single_kernel_that_spilled_is_bounded_where_chunks_were_chosen(n_ops, regs, spill, chunk_cost,
                                                                            bounded_spill, taken):
-    """bound_single, second case (MultiRangeCheck2 at 0.18.1): the unbounded single kernel spilled at
+    """bound_single, second case: the unbounded single kernel spilled at
     >= 80 registers (ptxas fitting 3 blocks by itself) and the tune cut the Q; the bounded kernel
     replaces the chunks when it does not spill and the Q is small or the model ranks it first."""
     ir = q_of(TINY) if n_ops == 39 else q_of(SAMPLE / "Rec/airs/Shared/recursive1/Shared")

@@ -71,7 +71,7 @@ def test_a_chunk_is_a_candidate_one_block_above_its_registers(regs: int, want) -
 
 def test_the_squeeze_limit_skips_only_twins_that_spilled_in_the_recorded_builds() -> None:
     """tests/data/twins.json: every bounded twin of a chunk that cold builds of the sample,
-    ../shared/pk and the 3,000- and 8,000-op synthetic Qs compiled (0.25.0, before the limit). The
+    ../shared/pk and the 3,000- and 8,000-op synthetic Qs compiled without the limit. The
     limit (bounds.MAX_SQUEEZE) leaves out 30 of the 99 chunk twins, each of which spilled more than
     TWIN_SPILL_BYTES (none was taken), and keeps all 30 that were taken; 1.55 would lose two."""
     import json
@@ -111,7 +111,7 @@ def test_a_twin_is_taken_where_it_spills_nothing_on_every_arch() -> None:
 
 
 def test_a_single_kernel_has_a_twin_only_where_its_tune_bounded_it() -> None:
-    """A single Q kernel: no twin; bounded by its tune (`min_blocks`, 0.23.0), its TU's one twin
+    """A single Q kernel: no twin; bounded by its tune (`min_blocks`), its TU's one twin
     with that bound, the kernel itself emitted unbounded (the same TU text either way)."""
     [p] = [p for p in discover(SAMPLE) if p.base == "Tiny"]
     cov = cover(*load_air(p.starkinfo, p.expressions))

@@ -880,7 +880,7 @@ def test_dead_value(where: str) -> None:
     run_end_to_end(si, ei, 1, 0)
 
 
-# ------------------------------------------- the field ops' GPU check (bench/fieldops.py, #11)
+# ------------------------------------------- the field ops' GPU check (bench/fieldops.py)
 def test_fieldops_inputs_hold_every_edge_pair() -> None:
     from bench import fieldops as F
     from codegen.check import gl64
@@ -1058,7 +1058,7 @@ def test_every_addressed_load_and_literal_word_of_the_pk_keys_is_its_entrys() ->
 
 
 def test_expressions_of_one_shape_share_one_kernel() -> None:
-    """0.22.0: expressions whose kernels would differ only in the columns they read (their offsets)
+    """Expressions whose kernels would differ only in the columns they read (their offsets)
     are one kernel, rendered once, in the TU of the first of the shape and named after it; every
     expression keeps its own launch-table entry and offsets. ../shared/pk's Intermediates: 56
     expressions, 16 kernels."""

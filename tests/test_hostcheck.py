@@ -280,7 +280,7 @@ def test_wrong_column_offsets_of_the_launcher_are_detected() -> None:
 
 
 def test_wrong_trace_offsets_of_the_launcher_are_detected() -> None:
-    """The trace-domain expressions' offsets (0.21.0, exps_runtime.cpp x_offsets): a stage-1 column
+    """The trace-domain expressions' offsets (exps_runtime.cpp x_offsets): a stage-1 column
     of the trace read from its neighbour is caught in every launch of every expression that reads
     one, and in none else (the Q reads stage 1 from the aux trace)."""
     p, si, cov, si_json, ei_json = _medium()
@@ -301,7 +301,7 @@ def test_wrong_trace_offsets_of_the_launcher_are_detected() -> None:
 
 
 def test_wrong_literal_words_of_the_launcher_are_detected() -> None:
-    """0.24.0: expressions that differ only in their number literals share one kernel and read the
+    """Expressions that differ only in their number literals share one kernel and read the
     literals that differ from their exps_offs (kind EXPS_OFF_WORD, copied by the launcher): a
     literal word off by one is caught in every launch of exactly the expressions that read one
     (../shared/pk's Lookup0: its bus ids), and the control is bit-identical."""
@@ -607,7 +607,7 @@ def _intermediates():
 
 
 def test_offsets_of_a_shared_expression_kernel_are_each_expressions_own() -> None:
-    """Expressions of one shape share one kernel (0.22.0), each with its own offsets in the launch
+    """Expressions of one shape share one kernel, each with its own offsets in the launch
     table: given another expression's offsets (same kernel, other columns), one expression's every
     launch is caught, and no other expression's."""
     p, si, cov, si_json, ei_json = _intermediates()

@@ -38,7 +38,7 @@ def test_report_json_after_a_build(built) -> None:
     assert rep["format"] == report.FORMAT and rep["tool"] == "exps-codegen"
     assert rep["totals"] == {"airs": 4, "kernels_generated": 2, "compiled": 2, "linked": 3, "placed": 3,
                              "skipped": 1, "bad_input": 0, "failed": 0, "tus": 4, "cache_hits": 3}
-    # Tiny's one TU and Shared's one (since 0.17.5 Shared is one kernel: its 8 B of spill are within
+    # Tiny's one TU and Shared's one (Shared is one kernel: its 8 B of spill are within
     # autotune.SPILL_SLACK_BYTES), each its first probe compiled as cc compiles it, so an object-cache
     # hit; and each kernel's generic inverse kernel TU (`exps_xinv.cu`, one text: compiled for the
     # first kernel, a hit for the other)
@@ -52,7 +52,7 @@ def test_report_json_after_a_build(built) -> None:
     assert len(tiny["probes"]) >= 1
     assert any(pr["ops_per_chunk"] == tiny["chunking"]["ops_per_chunk"] for pr in tiny["probes"])
     assert len(tiny["regs_per_chunk"]) == tiny["chunks"] and all(r > 0 for r in tiny["regs_per_chunk"])
-    # one TU of its own (#15) and the generic inverse kernel's; its first probe was the former compiled
+    # one TU of its own and the generic inverse kernel's; its first probe was the former compiled
     # as cc compiles it: a cache hit (and the latter one if Shared's cc ran first)
     assert tiny["tus"] == 2 and tiny["cache_hits"] in (1, 2) and tiny["stage_seconds"]["cc"] > 0
     assert tiny["cache_hits"] + k[bk.SHARED_KEY]["cache_hits"] == 3

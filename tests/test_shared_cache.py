@@ -62,7 +62,7 @@ def test_two_machines_share_one_remote_ccache(tmp_path: Path) -> None:
     compiled = [next(a for a in line.split() if a.endswith((".cu", ".cpp"))).rsplit("/", 1)[-1]
                 for line in log.read_text().splitlines()]
     first = len(compiled)
-    # Tiny and the Shared kernel: one device TU of its own and one launch table each (#15), the
+    # Tiny and the Shared kernel: one device TU of its own and one launch table each, the
     # generic inverse kernel's TU (the same text in both: once, the other kernel's an object-cache
     # hit), the generic launcher (once; twice if both kernels' cc missed it at the same moment), and
     # the device prelude's probe, with and without it (build/prelude.py), cold everywhere

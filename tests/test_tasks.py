@@ -64,7 +64,7 @@ def test_first_build_exact_outputs_and_compiles(ref):
     assert bk.so_files(kit.pk) == PLACED
     # every TU of every generated kernel compiled exactly once; the shared pair is one kernel
     tiny, shared = kit.tus(TINY_KEY), kit.tus(SHARED_KEY)
-    # a small kernel is one device TU of its own (#15), the generic inverse kernel's TU (both have an
+    # a small kernel is one device TU of its own, the generic inverse kernel's TU (both have an
     # expression no hint inverts) and its launch table
     assert tiny == sorted([f"{TINY_KEY}_abi.cpp", f"{TINY_KEY}_q0_x0.cu", "exps_xinv.cu"])
     assert shared == sorted([f"{SHARED_KEY}_abi.cpp", f"{SHARED_KEY}_q0_x0.cu", "exps_xinv.cu"])

@@ -1,6 +1,6 @@
 """Child processes that die with us, and interrupts that end a build in one line.
 
-Three promises (issues #10, #17):
+Three promises:
 - **No orphan compilers.** Every tool (nvcc and its cicc/ptxas children) runs under a small
   guard process (:func:`guarded_popen`): the guard leads a process group of its own, asks the
   kernel for a signal when its parent dies (``PR_SET_PDEATHSIG``) and then kills its whole group.
