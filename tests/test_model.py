@@ -477,8 +477,8 @@ def test_number_value_missing(tiny) -> None:
 
 @pytest.mark.parametrize("t", ["number", "Zi"])
 def test_dim1_only_operands_with_dim3_are_refused(tiny, t: str) -> None:
-    """Regression: a number with dim 3 used to pass the model and crash ir (KeyError (1, 3));
-    number and Zi operands are dim 1 (spec §2.2)."""
+    """Number and Zi operands are dim 1 (spec §2.2): one with dim 3 is refused by the model, not a
+    KeyError (1, 3) in ir."""
     si_path, ei_path = tiny
     path = _mutate_src(ei_path, lambda x: x["type"] == t, lambda x: x.__setitem__("dim", 3))
     _assert_err(_err(si_path, ei_path), ei_path, path + ".dim", f"{t} operands have dim 1")

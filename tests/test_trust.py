@@ -492,7 +492,7 @@ def test_temp_files_of_a_killed_build_are_removed_by_the_next(tmp_path) -> None:
 
 def test_clean_while_a_build_waits_on_the_lock(tmp_path) -> None:
     """A build holds the lock, a second waits, `clean` runs: whichever takes the lock first, the
-    waiting build ends in 0 with no traceback (it used to fail on the removed `.lock`)."""
+    waiting build ends in 0 with no traceback, though `clean` removed `.lock`."""
     pk = bk.copy_key(tmp_path / "pk", (TINY,))
     env = _env(tmp_path, tmp_path / "cache")
     marker, log = tmp_path / "hold", tmp_path / "nvcc.log"

@@ -133,7 +133,7 @@ def test_a_checkout_uses_its_own_folders() -> None:
 def test_the_unpacked_wheel_finds_its_data_inside_itself(wheel, tmp_path: Path) -> None:
     """Outside the checkout, the wheel's code reads the wheel's templates and sample: `sample`
     writes the 12 JSON files of the checkout's sample, `emit` renders the sources of two of them
-    (before, an installed emit ended in FileNotFoundError: site-packages/templates)."""
+    (a wheel without them ends an installed emit in FileNotFoundError: site-packages/templates)."""
     site = tmp_path / "site"
     with zipfile.ZipFile(wheel[0]) as z:
         z.extractall(site)
