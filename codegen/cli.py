@@ -306,11 +306,11 @@ def cmd_clean(a) -> int:
 def status_rows(s) -> list[dict]:
     """Per AIR: current / stale / missing / skipped / bad input / refused (and stale for a `.so`
     whose AIR became unreadable or vanished: the next build removes it). Current and stale compare
-    the identity the placed `.so` embeds with the AIR's files on disk now (summary.so_state);
+    the identity the placed `.so` embeds with the AIR's files on disk now (settle.so_state);
     skipped and bad input need the skip to have been recorded for those very files."""
     from codegen.build.actions import read_json
     from codegen.discover import scan, shown
-    from codegen.build.summary import so_state
+    from codegen.build.settle import so_state
     from codegen.tasks import BAD_INPUT, shown_reason
     rows = []
     sc = scan(s.pk)

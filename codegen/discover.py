@@ -15,7 +15,7 @@ import logging
 import os
 import re
 import stat
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from codegen.model import ModelError, StarkInfo, load_json, open_regular, parse_starkinfo, printable
@@ -123,8 +123,9 @@ class Refused:
     regular file inside the key ("unreadable: starkinfo is a FIFO", "unreadable: expressionsinfo
     is missing", ...; after `build.act_remove_orphan` removed its `.so`, a Broken becomes this)."""
 
-    rel: str        # printable (escaped)
+    rel: str        # printable (escaped): two paths may print alike
     reason: str
+    path: Path | None = field(default=None, compare=False)   # "<dir>/<base>", the real path
 
 
 @dataclass(frozen=True)
@@ -208,14 +209,14 @@ def _walk(pk: Path) -> tuple[list[tuple[Path, str]], list[Refused], list[Broken]
                 if has_so:
                     broken.append(Broken(rel, so, f"was built, now unreadable: {why}"))
                 else:       # still a line in the summary / status (never silently dropped)
-                    refused.append(Refused(rel, f"unreadable: {why}"))
+                    refused.append(Refused(rel, f"unreadable: {why}", d / base))
                 continue
             if not utf8_ok(si):
                 reason = "path is not valid UTF-8"
                 if has_so:
                     broken.append(Broken(rel, so, f"was built, now refused: {reason}"))
                 else:
-                    refused.append(Refused(rel, f"refused: {reason}"))
+                    refused.append(Refused(rel, f"refused: {reason}", d / base))
                 continue
             airs.append((d, base))
         for n in sorted(filenames):

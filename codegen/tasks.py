@@ -27,6 +27,7 @@ from codegen.build import knobs
 from codegen.build import actions
 from codegen.build import kernelcc
 from codegen.build import toolchain
+from codegen.build.settle import settle
 from codegen.discover import Placement, kernels, scan, shown
 from codegen.emit import COMMON_FILES
 from codegen.coverage import CAP, EXPR_CAP, SLOTS_CAP
@@ -95,6 +96,8 @@ class Settings:
             raise ValueError("chunk must be >= 0 (0 = a single kernel)")
         if self.compile_timeout is not None and float(self.compile_timeout) <= 0:
             raise ValueError("compile_timeout must be a positive number of seconds")
+        if self.launcher is not None and not shlex.split(self.launcher):
+            self.launcher = None        # blank: no launcher, as unset
         if self.launcher:   # nvcc runs in its own dir: a relative launcher path must not depend on it
             argv = shlex.split(self.launcher)
             if "/" in argv[0] and not os.path.isabs(argv[0]):
@@ -125,6 +128,12 @@ class Settings:
             except toolchain.ToolchainError:
                 self._nvcc_text = "absent"
         return self._nvcc_text
+
+    def toolchain(self) -> dict:
+        """What of the machine's tools changes a task's output: nvcc, the host compiler nvcc
+        calls, and the variables nvcc reads (a change reruns tune, cc and link)."""
+        return {"nvcc": self.nvcc_text(), "host": toolchain.host_compiler_text(),
+                "env": dict(toolchain.knobs().keyed_env)}
 
     def hashed(self) -> dict:
         """Settings that change what a `.so` computes or covers (part of exps_source_hash).
@@ -201,7 +210,7 @@ def _link_action(s: Settings, rel, objs_json, so_path, stamp):
         return False
     skip = (actions.read_json(Path(objs_json)) or {}).get("skip") or ""
     if skip.startswith(BAD_INPUT) and not s.allow_bad_input:   # no .so (act_link removed it); say so
-        log.error("%s: %s", rel, shown_reason(s, skip))
+        log.error("%s: %s", shown(rel), shown_reason(s, skip))
         return False
     return True
 
@@ -211,6 +220,15 @@ def _bad_input_allowed(objs_json: str, allowed: bool) -> bool:
     not allow bad input (its link fails again and says so), whatever an earlier run allowed."""
     skip = (actions.read_json(Path(objs_json)) or {}).get("skip") or ""
     return allowed or not skip.startswith(BAD_INPUT)
+
+
+def _settle_action(s: Settings) -> bool:
+    """An embedded build's last action (settle.settle): a `.so` that is not current for the files
+    on disk now (a JSON edited while the build ran) is removed, and the task fails saying so."""
+    stale = settle(s)
+    for air, why in stale:
+        log.error("STALE %s: %s", air, why)
+    return not stale
 
 
 def _refused_action(rel: str, reason: str) -> bool:
@@ -223,7 +241,7 @@ def _clean_so(so_path: str, stamp: str, dryrun: bool = False) -> None:
     """Remove a `.so` only if our link made it (its stamp says placed)."""
     st = actions.read_json(Path(stamp))
     if st and st.get("so") and Path(so_path).exists():
-        print(f"{'would remove' if dryrun else 'removed'} {so_path}")
+        print(f"{'would remove' if dryrun else 'removed'} {shown(so_path)}")
         if not dryrun:
             Path(so_path).unlink()
     if not dryrun:
@@ -236,7 +254,12 @@ def _absent(path) -> bool:
 
 def orphan_name(b) -> str:
     """Task name of a stale `.so` (its path may not be UTF-8: never a doit name or file_dep)."""
-    return hashlib.sha256(os.fsencode(str(b.so_path))).hexdigest()[:16]
+    return path_name(b.so_path)
+
+
+def path_name(path: Path) -> str:
+    """A task name from a real path's bytes (two paths that print alike stay two names)."""
+    return hashlib.sha256(os.fsencode(str(path))).hexdigest()[:16]
 
 
 def exps_tasks(s: Settings, emit_only: bool = False):
@@ -263,9 +286,13 @@ def exps_tasks(s: Settings, emit_only: bool = False):
         last = ("emit",) if emit_only else ("link", "gone")
         yield {"basename": s.namespace, "name": None, "doc": "every kernel of the provingKey (exps-codegen)",
                "task_dep": [s.stage(b) for b in last]}
+        if not emit_only:   # the end-of-build check, which our reporter makes for the CLI and dodo.py
+            yield {"basename": s.namespace, "name": "check", "actions": [(_settle_action, [s])],
+                   "doc": "remove every .so that is not of the files on disk now (edited during the build)",
+                   "task_dep": [s.stage(b) for b in last], "verbosity": 2}
     if not emit_only:
         for r in sc.refused:     # bad input the build cannot even start on: fails it, unless allowed
-            yield {"basename": s.stage("gone"), "name": "refused-" + hashlib.sha256(r.rel.encode()).hexdigest()[:16],
+            yield {"basename": s.stage("gone"), "name": "refused-" + path_name(r.path),
                    "doc": r.reason, "actions": [(_refused_action, [r.rel, r.reason])],
                    "uptodate": [s.allow_bad_input]}
         for b in sc.broken:
@@ -296,7 +323,7 @@ def exps_tasks(s: Settings, emit_only: bool = False):
                "file_dep": [str(ir_json)], "targets": [str(tune_json)],
                "uptodate": [lazy_config_changed(lambda: {
                    "emitter": EMITTER_VERSION, "chunk": s.chunk, "slots_cap": s.slots_cap,
-                   "archs": s.archs(), "nvcc": s.nvcc_text(), "chunk_bounds": s.chunk_bounds})], "clean": True}
+                   "archs": s.archs(), **s.toolchain(), "chunk_bounds": s.chunk_bounds})], "clean": True}
         yield {"basename": s.stage("emit"), "name": key,
                "actions": [(actions.act_emit, [key, str(ir_json), str(tune_json), str(kd / "src"),
                                          str(manifest), s.hashed(), None if emit_only else so_paths,
@@ -310,7 +337,7 @@ def exps_tasks(s: Settings, emit_only: bool = False):
         yield {"basename": s.stage("cc"), "name": key,
                "actions": [(_cc_action, [s, key, str(manifest), str(kd / "obj"), str(objs), so_paths, airs])],
                "file_dep": [str(manifest), *(str(TEMPLATES / n) for n in COMMON_FILES)], "targets": [str(objs)],
-               "uptodate": [lazy_config_changed(lambda: {"archs": s.archs(), "nvcc": s.nvcc_text(),
+               "uptodate": [lazy_config_changed(lambda: {"archs": s.archs(), **s.toolchain(),
                                                          "flags": " ".join(kernelcc.HIDDEN)})],
                "clean": [(_rm_tree, [str(kd / "obj")]), (_rm_file, [str(objs)])]}
         for p in ps:
@@ -319,7 +346,8 @@ def exps_tasks(s: Settings, emit_only: bool = False):
                    "actions": [(_link_action, [s, p.rel, str(objs), str(p.so_path), str(stamp)])],
                    "file_dep": [str(objs)], "targets": [str(stamp)],
                    "uptodate": [(actions.link_uptodate, [str(stamp), str(p.so_path)]),
-                                (_bad_input_allowed, [str(objs), s.allow_bad_input])],
+                                (_bad_input_allowed, [str(objs), s.allow_bad_input]),
+                                lazy_config_changed(s.toolchain)],
                    "clean": [(_clean_so, [str(p.so_path), str(stamp)])]}
 
 

@@ -81,6 +81,8 @@ def test_key_parts():
         {"flags": ["-O3", "-Xptxas", "-v", "-lineinfo"]},
         {"flags": ["-Xptxas", "-O3", "-v"]},  # order is meaningful to nvcc
         {"env": {"NVCC_APPEND_FLAGS": "-G", "NVCC_PREPEND_FLAGS": ""}},
+        {"launcher": ["ccache"]},
+        {"host_compiler_text": "gcc: gcc 13.2.0; g++: g++ 13.2.0"},
     ]
     keys = {oc.ObjectCache.key(**{**base, **v}) for v in variants}
     assert len(keys) == len(variants) and k0 not in keys

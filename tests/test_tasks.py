@@ -131,6 +131,47 @@ def test_json_change_recompiles_only_that_kernel(built):
     bk.assert_all_current(kit)
 
 
+# ------------------------------------------------------------------------------ the toolchain
+def _wrapped_host_compilers(d) -> str:
+    """A dir of `gcc` and `g++` that run the real ones but say another version: PATH for them."""
+    import os
+    import shutil
+    d.mkdir()
+    for name in ("gcc", "g++"):
+        real = shutil.which(name)
+        (d / name).write_text(f'#!/bin/sh\n[ "$1" = --version ] && {{ echo "{name} (wrapped) 99.1.0"; exit 0; }}\n'
+                              f'exec {real} "$@"\n')
+        (d / name).chmod(0o755)
+    return f"{d}:{os.environ['PATH']}"
+
+
+@pytest.mark.parametrize("change", ["nvcc_flags", "host_compiler"])
+def test_a_toolchain_change_tunes_compiles_and_links_again(built, tmp_path, change):
+    """What changes nvcc's output and is not in the sources: a variable nvcc reads
+    (NVCC_APPEND_FLAGS, NVCC_PREPEND_FLAGS, NVCC_CCBIN) or the host compiler it calls (its
+    `--version`; the link writes it into the .so). After either, every kernel is tuned and
+    compiled again and every AIR linked again, from no object of the old toolchain (the object
+    cache's key holds both); then the build is up to date for it, and going back rebuilds again."""
+    kit = built
+    env = ({"NVCC_APPEND_FLAGS": "-DEXPS_TEST_UNUSED=1"} if change == "nvcc_flags"
+           else {"PATH": _wrapped_host_compilers(tmp_path / "wrap")})
+    every = ({f"{b}:{k}" for b in ("tune", "cc") for k in (TINY_KEY, SHARED_KEY, SKIPPED_KEY)}
+             | {f"link:{r}" for r in (TINY, SKIPPED, SHARED1, SHARED2)})
+    p = kit.doit(env=env)
+    assert {t for t in executed(p.stdout) if not t.startswith(("ir:", "emit:"))} == every, p.stdout
+    c = kit.calls()
+    assert sorted(c.compiles) == sorted([f"{TINY_KEY}_q0_x0.cu", f"{SHARED_KEY}_q0_x0.cu", "exps_xinv.cu",
+                                         "exps_runtime.cpp"]), c.compiles
+    assert sorted(c.links) == sorted([TINY_KEY, SHARED_KEY, SHARED_KEY])
+    bk.assert_all_current(kit)
+    p = kit.doit(env=env)
+    assert p.stdout == "4 AIRs up to date (3 .so placed, 1 skipped); nothing to do\n", p.stdout
+    kit.reset_log()
+    p = kit.doit()
+    assert {t for t in executed(p.stdout) if not t.startswith(("ir:", "emit:"))} == every, p.stdout
+    assert kit.calls().links and not kit.calls().compiles      # the old toolchain's objects: cache hits
+
+
 # --------------------------------------------------------------------------------- emitter version
 def test_emitter_version_bump_reemits_all_recompiles_only_changed_tus(built, monkeypatch, capfd):
     """EMITTER_VERSION is patched in every codegen module that holds it and the build runs in this

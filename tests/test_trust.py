@@ -591,3 +591,133 @@ shutil.rmtree({str(d)!r})
         assert (d / ".lock").read_text().split() == [str(os.getpid())]
     finally:
         buildlock.release(d)
+
+
+def test_broken_airs_under_names_that_would_forge_lines_are_escaped(tmp_path) -> None:
+    """A broken AIR and a good one under dirs whose names hold a newline and ANSI escapes: the
+    FAILED and ERROR lines of the build (cli and doit), the compile's and link's own lines and
+    `clean` print them escaped: no raw control character reaches the terminal, no forged line."""
+    pk = tmp_path / "pk"
+    evil = "evil\nFAKE: all AIRs placed\x1b[2K"
+    _air(pk, f"{evil}/air/Tiny")
+    _air(pk, f"{evil}/air/Broken", si=b"{not json")
+    env = _env(tmp_path, tmp_path / "cache")
+    runs = [_cli("build", pk, "--arch", "90", "--chunk", "0", "-v", env=env)]
+    bk.bump_q_number(pk, f"{evil}/air/Tiny")
+    runs.append(_build(pk, tmp_path, tool="doit"))
+    runs.append(_cli("clean", pk, env=env))
+    for p in runs:
+        out = p.stdout + p.stderr
+        assert "\x1b" not in out and not re.search(r"^FAKE", out, re.M), out
+    assert runs[0].returncode == 1 and "evil\\nFAKE: all AIRs placed\\x1b[2K/air/Broken" in runs[0].stdout
+    assert "removed " in runs[2].stdout and "evil\\nFAKE" in runs[2].stdout, runs[2].stdout
+
+
+def test_refused_airs_whose_names_print_alike_are_two_tasks(tmp_path) -> None:
+    """Two refused AIRs (no expressionsinfo) under dirs `x<newline>y` and `x\\ny` (a backslash),
+    whose escaped names are one text: each is its own task (named from its real path), so the
+    build does not abort; both are bad input (exit 1) and the good AIR beside them is placed."""
+    pk = tmp_path / "pk"
+    _air(pk, "t/air/Tiny")
+    for d in ("x\ny", "x\\ny"):
+        (pk / d).mkdir(parents=True)
+        (pk / d / "A.starkinfo.json").write_bytes((bk.SAMPLE / (TINY + ".starkinfo.json")).read_bytes())
+    from codegen.tasks import Settings, exps_tasks
+    names = [f"{t['basename']}:{t['name']}" for t in exps_tasks(Settings(pk=pk, build=tmp_path / "b", arch="90"))
+             if t.get("name")]
+    assert len(names) == len(set(names)) and sum(n.startswith("exps-gone:refused-") for n in names) == 2, names
+    for tool in ("cli", "doit"):
+        p = _build(pk, tmp_path, tool=tool)
+        out = p.stdout + p.stderr
+        assert p.returncode == 1 and "duplicated" not in out, out
+        assert bk.so_path(pk, "t/air/Tiny").is_file()
+        assert out.count("unreadable: expressionsinfo is missing") >= 2, out
+
+
+@pytest.mark.parametrize("value", [" ", ""])
+def test_a_blank_launcher_is_no_launcher(tmp_path, value) -> None:
+    """EXPS_LAUNCHER / --launcher / launcher= of blanks only: no launcher, as unset (never an
+    IndexError traceback)."""
+    from codegen.tasks import Settings
+    assert Settings(pk=tmp_path / "k", build=tmp_path / "b", launcher=value).launcher_argv() is None
+    pk = bk.copy_key(tmp_path / "pk", (TINY,))
+    p = _cli("build", pk, "--arch", "90", env=_env(tmp_path, tmp_path / "cache", EXPS_LAUNCHER=value))
+    assert p.returncode == 0 and bk.so_path(pk, TINY).is_file(), p.stdout + p.stderr
+    p = _cli("build", pk, "--arch", "90", "--launcher", value, env=_env(tmp_path, tmp_path / "cache"))
+    assert p.returncode == 0 and "up to date" in p.stdout, p.stdout + p.stderr
+
+
+# ------------------------------------------------------------------------------- the end-of-build check
+def _built_tiny(tmp_path: Path):
+    from codegen.tasks import Settings
+    pk = bk.copy_key(tmp_path / "pk", (TINY, SHARED1))
+    build = tmp_path / "b"
+    p = _cli("build", pk, "--arch", "90", "--build-dir", build, env=_env(tmp_path, tmp_path / "cache"))
+    assert p.returncode == 0, p.stdout + p.stderr
+    return pk, Settings(pk=pk, build=build, arch="90")
+
+
+def test_settle_removes_the_so_of_an_air_whose_files_broke_during_the_build(tmp_path) -> None:
+    """An AIR whose expressionsinfo vanished after the graph was made (its `gone` task was never
+    made): the end-of-build check removes its `.so` and names it; the other AIR stays."""
+    from codegen.build.settle import settle
+    pk, s = _built_tiny(tmp_path)
+    (pk / (TINY + ".expressionsinfo.json")).unlink()
+    [(air, why)] = settle(s)
+    assert air == TINY and "expressionsinfo is missing" in why and "removed" in why, why
+    assert not bk.so_path(pk, TINY).exists() and bk.so_path(pk, SHARED1).is_file()
+    assert settle(s) == []
+
+
+def test_an_embedded_build_ends_with_the_check(tmp_path) -> None:
+    """A pipeline's dodo.py that embeds the tasks (`yield from exps_tasks(...)`, doit's own
+    reporter): its group task `exps` ends with `exps:check`, the end-of-build check after every
+    link, so an `.so` that is not of the files on disk is removed and the task fails saying so."""
+    from codegen.tasks import exps_tasks
+    import codegen.tasks as tasks
+    pk, s = _built_tiny(tmp_path)
+    [check] = [t for t in exps_tasks(s) if t["basename"] == "exps" and t["name"] == "check"]
+    assert check["task_dep"] == ["exps-link", "exps-gone"] and check["actions"] == [(tasks._settle_action, [s])]
+    assert [t["name"] for t in exps_tasks(s, emit_only=True) if t["basename"] == "exps"] == [None]
+    assert tasks._settle_action(s) is True and bk.so_path(pk, TINY).is_file()
+    bk.bump_q_number(pk, TINY)             # as if edited after its ir task read it
+    assert tasks._settle_action(s) is False
+    assert not bk.so_path(pk, TINY).exists() and bk.so_path(pk, SHARED1).is_file()
+    dodo = tmp_path / "pipeline" / "dodo.py"
+    dodo.parent.mkdir()
+    dodo.write_text("from codegen.tasks import Settings, exps_tasks\n\n"
+                    "def task_exps():\n"
+                    f"    yield from exps_tasks(Settings(pk={str(pk)!r}, build={str(s.build)!r}, arch='90'))\n")
+    env = _env(tmp_path, tmp_path / "cache", PYTHONPATH=str(bk.REPO))
+    p = subprocess.run([sys.executable, "-m", "doit", "-f", str(dodo), "exps"], env=env, capture_output=True,
+                       text=True, timeout=600, cwd=dodo.parent)
+    assert p.returncode == 0 and p.stdout.endswith(".  exps:check\n"), p.stdout + p.stderr
+    assert bk.so_path(pk, TINY).is_file()
+    st = _cli("status", pk, "--build-dir", s.build, env=env)
+    assert st.returncode == 0, st.stdout
+
+
+def test_a_stale_row_fails_the_build(tmp_path, monkeypatch) -> None:
+    """A row the summary calls stale (an AIR whose files changed after its ir task read them,
+    e.g. one skipped by the cap, which has no `.so` to remove) fails the run with one ERROR line,
+    as a `.so` the check removed does."""
+    import io
+
+    from codegen.build import reporter
+    from codegen.tasks import Settings
+    monkeypatch.setattr(reporter, "settle", lambda s: [])
+    monkeypatch.setattr(reporter, "summary_rows", lambda *a, **k: [{"air": "a/air/A", "result": "stale"},
+                                                                 {"air": "b/air/B", "result": "placed"}])
+    out = io.StringIO()
+    rep = reporter.ProgressReporter(out, {})
+    rep.settings, rep.show_summary = Settings(pk=tmp_path / "k", build=tmp_path / "b"), False
+    rep.failed, rep.seconds = {}, {}        # what `initialize` sets up for a run
+    with pytest.raises(SystemExit) as e:
+        rep.complete_run()
+    assert e.value.code == 1
+    assert out.getvalue() == ("ERROR: 1 AIR(s) changed while the build ran and have no .so of their files "
+                              "on disk: rerun the build\n"), out.getvalue()
+    monkeypatch.setattr(reporter, "summary_rows", lambda *a, **k: [{"air": "b/air/B", "result": "placed"}])
+    out.truncate(0)
+    rep.complete_run()
+    assert out.getvalue() == ""

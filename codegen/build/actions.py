@@ -33,7 +33,7 @@ from codegen.build.kernelcc import KernelNameError, compile_kernel, host_options
 from codegen.build.probes import Prober
 from codegen.emit import COMMON_FILES, KernelSource, device_tus, render, source_hash, tu_kernels, tu_twins
 from codegen.coverage import CAP, EXPR_CAP, SLOTS_CAP, Coverage, cover, coverage_from_json, coverage_to_json
-from codegen.discover import content_digest
+from codegen.discover import content_digest, shown
 from codegen.model import ModelError, parse_expressionsinfo, parse_json, parse_starkinfo, read_input
 from codegen.plan import max_live, plan
 
@@ -67,19 +67,18 @@ def act_remove_orphan(so_path: str, reason: str) -> bool:
     became a FIFO / directory / symlink loop, its expressionsinfo vanished, its AIR is gone or
     refused). Logs one line `removed <so>: <reason>` (or the error) and returns True (False when
     it cannot be removed). A symlink is removed, never followed; a directory is left alone."""
-    shown = os.fsencode(str(so_path)).decode("utf-8", "backslashreplace")
-    shown = shown if shown.isprintable() else repr(shown)[1:-1]
+    name = shown(so_path)
     try:
         if os.path.isdir(so_path) and not os.path.islink(so_path):
-            log.error("cannot remove %s (%s): it is a directory", shown, reason)
+            log.error("cannot remove %s (%s): it is a directory", name, reason)
             return False
         os.unlink(so_path)
     except FileNotFoundError:
         return True
     except OSError as e:
-        log.error("cannot remove stale %s (%s): %s", shown, reason, e.strerror or e)
+        log.error("cannot remove stale %s (%s): %s", name, reason, e.strerror or e)
         return False
-    log.warning("removed %s: %s", shown, reason)
+    log.warning("removed %s: %s", name, reason)
     return True
 
 
@@ -116,7 +115,7 @@ def act_ir(key: str, starkinfo: str, expressions: str, out: str, so_paths: list[
                         "q_ops": 0})
         _write_json(Path(out), doc)
     except OSError as e:
-        log.error("ir of kernel %s (%s) failed: %s", key, _shown(starkinfo), _oserr(e))
+        log.error("ir of kernel %s (%s) failed: %s", key, shown(starkinfo), _oserr(e))
         return False
     return True
 
@@ -129,14 +128,9 @@ def ir_current(ir_json: str, content: str) -> bool:
     return d is not None and bool(content) and d.get("content") == content
 
 
-def _shown(path: str) -> str:
-    t = os.fsencode(str(path)).decode("utf-8", "backslashreplace")
-    return t if t.isprintable() else repr(t)[1:-1]
-
-
 def _oserr(e: OSError) -> str:
     """`[Errno 28] No space left on device: <file>` on one printable line."""
-    where = f": {_shown(e.filename)}" if e.filename else ""
+    where = f": {shown(e.filename)}" if e.filename else ""
     return f"[Errno {e.errno}] {e.strerror or e}{where}" if e.errno else f"{e}"
 
 
@@ -193,7 +187,7 @@ def act_tune(key: str, ir_json: str, out: str, work_dir: str, archs: list[int], 
         log.error("autotune of kernel %s failed: %s", key, _why(e))
         return False
     except OSError as e:   # disk full, no permission: this kernel fails, the others go on
-        log.error("autotune of kernel %s failed: %s", key, e)
+        log.error("autotune of kernel %s failed: %s", key, _oserr(e))
         return False
     return True
 
@@ -285,7 +279,7 @@ def act_cc(key: str, manifest: str, obj_dir: str, out: str, archs: list[int], so
         Path(out).unlink(missing_ok=True)
     except OSError as e:      # a stale .so we cannot remove: say so, never report success
         log.error("compile of kernel %s (AIRs: %s) failed: cannot remove the stale .so: %s",
-                  key, ", ".join(airs), _oserr(e))
+                  key, ", ".join(map(shown, airs)), _oserr(e))
         return False
     m = read_json(Path(manifest))
     if m is None:
@@ -306,7 +300,7 @@ def act_cc(key: str, manifest: str, obj_dir: str, out: str, archs: list[int], so
             doc["spill_bytes"] = sum(toolchain.spill_bytes(r) for r in doc["reports"].values())
         _write_json(Path(out), doc)
     except (toolchain.CompileError, KernelNameError, OSError) as e:   # nvcc failed/crashed/timed out; disk full
-        log.error("compile of kernel %s (AIRs: %s) failed: %s", key, ", ".join(airs), _why(e))
+        log.error("compile of kernel %s (AIRs: %s) failed: %s", key, ", ".join(map(shown, airs)), _why(e))
         return False
     return True
 
@@ -321,13 +315,13 @@ def act_link(rel: str, objs_json: str, so_path: str, stamp: str, archs: list[int
     try:
         Path(stamp).unlink(missing_ok=True)
         for t in remove_stale_temps(so):    # a link killed while it wrote the .so (link reruns then)
-            log.warning("removed %s: the temp file of a killed build", _shown(t))
+            log.warning("removed %s: the temp file of a killed build", shown(t))
         if o["skip"]:
             so.unlink(missing_ok=True)
             _write_json(Path(stamp), {"format": FORMAT, "air": rel, "skip": o["skip"], "so": None})
             return True
         try:
-            with Heartbeat(f"link {rel}") as hb:
+            with Heartbeat(f"link {shown(rel)}") as hb:
                 hb.status(f"linking {so.name} (nvcc)")
                 link_cached([Path(x) for x in o["objects"]], so, host_options(archs), launcher, timeout_s)
         except BaseException:                 # no .so of a failed link (a partial one or the old)
@@ -342,7 +336,7 @@ def act_link(rel: str, objs_json: str, so_path: str, stamp: str, archs: list[int
                 p.unlink(missing_ok=True)
             except OSError:
                 pass
-        log.error("link of %s failed: %s", rel, _why(e))
+        log.error("link of %s failed: %s", shown(rel), _why(e))
         return False
     return True
 

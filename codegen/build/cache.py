@@ -32,7 +32,7 @@ from codegen.build.fsutil import atomic_write  # noqa: F401 (re-exported: cache.
 log = logging.getLogger(__name__)
 
 #: Bumped whenever the entry layout or the key recipe changes; part of every key.
-CACHE_FORMAT = "exps-objcache-3"
+CACHE_FORMAT = "exps-objcache-4"
 _MAGIC = f"EXPS-OBJCACHE {CACHE_FORMAT}\n".encode()
 _TMP_MAX_AGE_S = 3600.0
 _WARNED: set[tuple[str, int | None]] = set()   # (cache root, errno) already warned about
@@ -124,18 +124,21 @@ class ObjectCache:
     @staticmethod
     def key(tu_text: str, header_texts: Mapping[str, str], nvcc_version_text: str,
             flags: Sequence[str], env: Mapping[str, str],
-            inputs: Mapping[str, bytes] | None = None, launcher: Sequence[str] = ()) -> str:
+            inputs: Mapping[str, bytes] | None = None, launcher: Sequence[str] = (),
+            host_compiler_text: str = "") -> str:
         """sha256 over named parts (each logged at DEBUG). Flags keep their order (nvcc's
         argv is positional: ``-Xptxas -v``); headers, inputs (files the TU reads by name, such as
         the fatbins a launch table embeds) and env are sorted by name. The compiler launcher is a
         part of its own (`launcher_identity`): an object that came through a launcher (whose own
-        store may have been written by anyone) is never handed to a build without that launcher."""
+        store may have been written by anyone) is never handed to a build without that launcher.
+        `host_compiler_text` names the host compiler nvcc calls (toolchain.host_compiler_text)."""
         parts = [
             ("format", CACHE_FORMAT),
             ("tu", tu_text),
             ("headers", json.dumps({n: _sha(t) for n, t in sorted(header_texts.items())})),
             ("inputs", json.dumps({n: _sha(b) for n, b in sorted((inputs or {}).items())})),
             ("nvcc", nvcc_version_text),
+            ("host", host_compiler_text),
             ("flags", json.dumps(list(flags))),
             ("env", json.dumps(dict(sorted(env.items())))),
             ("launcher", launcher_identity(launcher)),
@@ -159,7 +162,7 @@ class ObjectCache:
             headers = {**headers, f"{_tc.PRELUDE_DIR}/cuda_runtime.h": opts.prelude}
         data = {n: Path(p).read_bytes() for n, p in (inputs or {}).items()}
         return self.key(Path(tu_path).read_text(), headers, _tc.nvcc_version(nvcc).text,
-                        opts.flags(), _tc.knobs().keyed_env, data, launcher)
+                        opts.flags(), _tc.knobs().keyed_env, data, launcher, _tc.host_compiler_text())
 
     # -- entries ----------------------------------------------------------------------------
     def path(self, key: str, ext: str = ".obj") -> Path:

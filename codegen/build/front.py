@@ -21,6 +21,7 @@ from codegen.build import knobs
 from codegen.build import preflight
 from codegen.build import procs
 from codegen.build import statedb
+from codegen.discover import shown
 from codegen.emit import read_so_identity
 from codegen.build.reporter import ProgressReporter
 from codegen.tasks import Settings, lock_build, unlock_build
@@ -162,7 +163,7 @@ def clean_build(s: Settings, out=None, dryrun: bool = False) -> list[str]:
     b = Path(s.build)
     removed: list[str] = []
     if not b.is_dir():
-        out.write(f"nothing to clean: no build dir {b}\n")
+        out.write(f"nothing to clean: no build dir {shown(b)}\n")
         return removed
     lock_build(s)
     try:
@@ -172,11 +173,11 @@ def clean_build(s: Settings, out=None, dryrun: bool = False) -> list[str]:
             if so is not None and so.is_file() and read_so_identity(so) is not None:
                 if not dryrun:
                     so.unlink()
-                out.write(f"{'would remove' if dryrun else 'removed'} {so}\n")
+                out.write(f"{'would remove' if dryrun else 'removed'} {shown(so)}\n")
                 removed.append(str(so))
         if not dryrun:
             shutil.rmtree(b, ignore_errors=True)
-        out.write(f"{'would remove' if dryrun else 'removed'} build dir {b}\n")
+        out.write(f"{'would remove' if dryrun else 'removed'} build dir {shown(b)}\n")
         removed.append(str(b))
     finally:
         unlock_build(s)

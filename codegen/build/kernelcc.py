@@ -187,8 +187,8 @@ def compile_kernel(src: Path, files: list[str], kernels: dict[str, list[str]], o
 
 
 def link_cached(objs: list[Path], so: Path, opts: toolchain.CompileOptions, launcher, timeout_s) -> bool:
-    """Link through the object cache: key = the objects' digests, nvcc version, link flags, the
-    launcher. A rebuild into an empty build dir with a warm cache then runs no nvcc at all.
+    """Link through the object cache: key = the objects' digests, nvcc version, host compiler,
+    link flags, the launcher. A rebuild into an empty build dir with a warm cache then runs no nvcc at all.
     Returns hit. `EXPS_LINK_CACHE=0` links every time (the tests that count linker runs set it)."""
     launcher = toolchain.launcher_from_env() if launcher is None else list(launcher)
     if not toolchain.knobs().link_cache:
@@ -197,7 +197,8 @@ def link_cached(objs: list[Path], so: Path, opts: toolchain.CompileOptions, laun
     cache = ObjectCache()
     digests = "\n".join(hashlib.sha256(Path(x).read_bytes()).hexdigest() for x in objs)
     key = cache.key("link\n" + digests, {}, toolchain.nvcc_version(toolchain.find_nvcc()).text,
-                    list(toolchain.LINK_FLAGS), toolchain.knobs().keyed_env, launcher=launcher)
+                    list(toolchain.LINK_FLAGS), toolchain.knobs().keyed_env, launcher=launcher,
+                    host_compiler_text=toolchain.host_compiler_text())
     got = cache.get(key)
     if got is not None:
         so.parent.mkdir(parents=True, exist_ok=True)

@@ -1,8 +1,9 @@
 """Every environment knob exps-codegen reads, read here and nowhere else.
 
     EXPS_NVCC              nvcc to use: a path or a name on PATH (default: discovery, toolchain.find_nvcc)
-    EXPS_LAUNCHER          compiler launcher in front of nvcc, shell-split (ccache, sccache); not
-                           cache-keyed: it must not change the bytes
+    EXPS_LAUNCHER          compiler launcher in front of nvcc, shell-split (ccache, sccache); part
+                           of the object cache's key (an object that came through a launcher is
+                           never handed to a build without it), never of the placed bytes
     EXPS_CACHE_DIR         object cache root (default ~/.cache/exps-codegen)
     EXPS_CACHE_MAX_BYTES   object cache bound, pruned LRU (default 4G; K/M/G/T suffixes)
     EXPS_LINK_CACHE=0      link every .so instead of reusing a cached link of the same objects
@@ -12,8 +13,9 @@
     EXPS_HEARTBEAT_S       seconds between the progress lines of a long task (default 30)
     EXPS_DEVICE_PRELUDE=0  device compiles include CUDA's full cuda_runtime.h instead of the
                            device prelude (build/prelude.py: the same bytes, ~0.2 s more a compile)
-    NVCC_PREPEND_FLAGS / NVCC_APPEND_FLAGS   read by nvcc itself: they change the output, so they
-                           are cache-keyed (keyed_env)
+    NVCC_PREPEND_FLAGS / NVCC_APPEND_FLAGS / NVCC_CCBIN   read by nvcc itself: they change the
+                           output, so they are cache-keyed and part of the tasks' toolchain
+                           (keyed_env)
     CUDA_HOME / CUDA_PATH  where to look for bin/nvcc after PATH
     EXPS_CUDA_DIRS         where CUDA toolkits are installed, looked at last for bin/nvcc: globs
                            separated by ':' (default /usr/local/cuda:/usr/local/cuda-*:/opt/cuda;
@@ -34,7 +36,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 #: variables nvcc itself reads; they change the output, so they are cache-keyed
-KEYED_ENV_VARS: tuple[str, ...] = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS")
+KEYED_ENV_VARS: tuple[str, ...] = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN")
 DEFAULT_CACHE_MAX_BYTES = 4 << 30
 DEFAULT_HEARTBEAT_S = 30.0
 #: where the CUDA toolkit's installers put it (of the `cuda-X.Y` dirs the newest first)

@@ -1,6 +1,6 @@
 """The doit reporter of our front ends (dodo.py, the CLI): a progress line per task, one line per
 failure with the error's first line, the summary table of the run (summary.py), the end-of-build
-check (summary.settle) and the report (report.py).
+check (settle.settle) and the report (report.py).
 """
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import time
 from doit.reporter import ConsoleReporter
 
 from codegen.build import procs, report, statedb
-from codegen.build.summary import format_summary, settle, summary_rows
+from codegen.build.settle import settle
+from codegen.build.summary import format_summary, summary_rows
 from codegen.discover import shown
 from codegen.tasks import BAD_INPUT, Settings
 
@@ -144,14 +145,15 @@ class ProgressReporter(ConsoleReporter):
                                  "are built; `exps-codegen status` says why): fix their JSON, or accept them with "
                                  "--allow-bad-input / allow_bad_input=1\n")
             self.outstream.flush()
-        if stale and not procs.interrupted():
-            self.outstream.write(f"ERROR: {len(stale)} AIR(s) changed while the build ran; their .so "
-                                 "files were removed: rerun the build\n")
+        changed = {air for air, _ in stale} | {r["air"] for r in rows or [] if r["result"] == "stale"}
+        if changed and not procs.interrupted():
+            self.outstream.write(f"ERROR: {len(changed)} AIR(s) changed while the build ran and have no "
+                                 ".so of their files on disk: rerun the build\n")
             self.outstream.flush()
         if (err := statedb.save_error()) is not None:
             self.outstream.write(f"ERROR: {err}\n")
             self.outstream.flush()
-        if (stale or err is not None or (bad and not allowed) or self.failed) and not procs.interrupted():
+        if (changed or err is not None or (bad and not allowed) or self.failed) and not procs.interrupted():
             # what is placed is sound, the run is not complete: say so by the exit code (1, also
             # where doit would say 2 for the tasks after a failed one: 2 is a user's mistake)
             raise SystemExit(1)

@@ -1,18 +1,23 @@
-"""What a build left on disk, AIR by AIR: the state of each placed `.so` against the files on
-disk now (`so_state`, the one comparison `status`, the summary and the end-of-build check make),
-the removal of those a build leaves stale (`settle`), and the summary table of a run
-(`summary_rows`, `format_summary`), which the reporter prints and the report reads.
+"""What a build left on disk, AIR by AIR: the summary table of a run (`summary_rows`,
+`format_summary`), which the reporter prints and the report reads; each placed `.so` judged by
+settle.so_state.
 """
 from __future__ import annotations
 
 import os
 import textwrap
 
-from codegen import EMITTER_VERSION
 from codegen.build import actions
+from codegen.build.settle import so_state
 from codegen.discover import Placement, scan, shown
-from codegen.emit import NotRegularError, open_so, read_so_identity, source_hash
-from codegen.tasks import BAD_INPUT, Settings, kernel_dir, orphan_name, shown_reason, stamp_path
+from codegen.tasks import (
+    BAD_INPUT,
+    Settings,
+    kernel_dir,
+    orphan_name,
+    shown_reason,
+    stamp_path,
+)
 
 
 def _stage_files(s: Settings, p: Placement) -> tuple[dict, dict, dict, dict, dict]:
@@ -20,47 +25,6 @@ def _stage_files(s: Settings, p: Placement) -> tuple[dict, dict, dict, dict, dic
     return (actions.read_json(kd / "ir.json") or {}, actions.read_json(kd / "tune.json") or {},
             actions.read_json(kd / "manifest.json") or {}, actions.read_json(kd / "objs.json") or {},
             actions.read_json(stamp_path(s, p)) or {})
-
-
-def so_state(s: Settings, p: Placement) -> tuple[str, str]:
-    """What the AIR's placed `.so` is against its files on disk now: ("current", ""), ("missing",
-    "") or ("stale", why). Current means it carries the identity (emitter version, source hash)
-    a build of the AIR's present bytes with these settings embeds. Only lstat, and a read of a
-    regular file (emit.open_so: never a FIFO or a device)."""
-    if not os.path.lexists(p.so_path):
-        return "missing", ""
-    try:
-        open_so(p.so_path).close()
-    except NotRegularError as e:
-        return "stale", f"its .so {e.strerror}"
-    except OSError as e:
-        return "stale", f"its .so cannot be read: {e.strerror or e}"
-    ident = read_so_identity(p.so_path)
-    if ident is None:
-        return "stale", "its .so carries no identity of ours"
-    if p.error:
-        return "stale", "its inputs are no longer usable"
-    if ident[0] != EMITTER_VERSION:
-        return "stale", f"its .so is of emitter {ident[0]} (this is {EMITTER_VERSION})"
-    if ident[1] != source_hash(p.content, s.hashed()):
-        return "stale", "its .so was built from other JSON or settings"
-    return "current", ""
-
-
-def settle(s: Settings) -> list[tuple[str, str]]:
-    """After a build: every placed `.so` that is not current for the files on disk now (a JSON
-    edited while the build ran, whatever the moment) is removed, so the key holds the `.so` of
-    what is on disk or none. Returns [(AIR, why)] of those AIRs (the next build makes them)."""
-    out = []
-    for p in scan(s.pk).placements:
-        state, why = so_state(s, p)
-        if state == "stale":
-            try:
-                actions.remove_so([str(p.so_path)])
-                out.append((shown(p.rel), f"{why}: removed (its JSON changed during the build; rerun)"))
-            except OSError as e:
-                out.append((shown(p.rel), f"{why}, and it cannot be removed: {e.strerror or e}"))
-    return out
 
 
 def summary_rows(s: Settings, seconds: dict[str, float] | None = None,

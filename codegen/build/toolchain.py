@@ -203,6 +203,27 @@ def _probe_version(nvcc: str) -> NvccInfo:
     return NvccInfo.parse(_run_probe([nvcc, "--version"]))
 
 
+@functools.cache
+def _host_compilers(ccbin: str) -> str:
+    out = []
+    for name in ([ccbin] if ccbin else ["gcc", "g++"]):
+        exe = name if os.sep in name else shutil.which(name)
+        try:
+            first = _run_probe([exe, "--version"]).splitlines()[0] if exe else "absent"
+        except (ToolchainError, IndexError):
+            first = "unknown"
+        out.append(f"{os.path.basename(name)}: {first}")
+    return "; ".join(out)
+
+
+def host_compiler_text() -> str:
+    """The host compiler nvcc calls (NVCC_CCBIN, else gcc and g++ on PATH): the first line of its
+    ``--version``, probed once per process. It preprocesses every TU, compiles the host ones, and
+    the link writes its name into the `.so` (``.comment``): part of the object cache's key and of
+    the tasks' toolchain, so that a new host compiler never reuses an old object or `.so`."""
+    return _host_compilers(knobs().keyed_env.get("NVCC_CCBIN", ""))
+
+
 def nvcc_version(nvcc: Path | str) -> NvccInfo:
     """``nvcc --version``, probed once per process and nvcc path (see :func:`injected_version`)."""
     return _injected_version or _probe_version(str(nvcc))
