@@ -51,7 +51,7 @@ def build_so(key, q, opc, work: Path, cache):
     files = render(ks)
     stage_sources(files, d / "src")
     got = compile_kernel(d / "src", list(files), tu_kernels(ks), d / "obj", ARCHS, cache, None, jobs=1)
-    regs, spills = chunk_stats(key, pl, list(got["reports"].values()))
+    regs, spills = chunk_stats(pl, list(got["reports"].values()))
     so = d / "k.so"
     tc.link_shared([Path(o) for o in got["objects"]], so, compile_options(ARCHS), launcher=[])
     variants = {}
@@ -241,7 +241,7 @@ def main() -> int:
             d = work / f"tune_{key}_{pl.ops_per_chunk}"
             files = {n: t for n, t in render_parts(KernelSource(key, q, pl, [], "0" * 64)).items() if "_q" in n[len(key):]}
             got = compile_tus(stage_sources(files, d), d / "obj", compile_options(ARCHS), cache, None, jobs=1)
-            return chunk_stats(key, pl, [r for _, r, _ in got.values()])
+            return chunk_stats(pl, [r for _, r, _ in got.values()])
         tr = tune(q, compile_plan)
         rows = [r for r in results if r["air"] == name and not r["spills"]]
         best = min(rows, key=lambda r: r["ms"]) if rows else None

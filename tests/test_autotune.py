@@ -668,11 +668,11 @@ def test_chunk_stats_counts_spills_above_the_slack_only():
     assert at.SPILL_SLACK_BYTES == 8
     pl = plan(q_of(TINY), 16)
     assert pl.n_chunks >= 3
-    assert chunk_stats("t", pl, [_report(c0=(4, 4), c1=(8, 16))]) == ([64, 64] + [0] * (pl.n_chunks - 2), 0)
-    assert chunk_stats("t", pl, [_report(c0=(4, 4), c1=(12, 20))])[1] == 32
-    assert chunk_stats("t", pl, [_report(c0=(9, 9)), _report(c2=(0, 0))])[1] == 18
+    assert chunk_stats(pl, [_report(c0=(4, 4), c1=(8, 16))]) == ([64, 64] + [0] * (pl.n_chunks - 2), 0)
+    assert chunk_stats(pl, [_report(c0=(4, 4), c1=(12, 20))])[1] == 32
+    assert chunk_stats(pl, [_report(c0=(9, 9)), _report(c2=(0, 0))])[1] == 18
     other = {"_Z9exps_x_inv_kPK11StepsParams": {"90": {"registers": 40, "spill_stores": 100, "spill_loads": 100}}}
-    assert chunk_stats("t", pl, [other]) == ([0] * pl.n_chunks, 0)
+    assert chunk_stats(pl, [other]) == ([0] * pl.n_chunks, 0)
 
 
 @needs_nvcc

@@ -152,7 +152,7 @@ def compile_kernel(src: Path, files: list[str], kernels: dict[str, list[str]], o
     `f<i>.fatbin`, `emit.device_tus` order), and the generic launcher (`RUNTIME`: the same text for
     every kernel, so an object-cache hit after the first) as host objects. Returns {"objects":
     [table, launcher], "reports": {device TU: ptxas report}, "hits": device TUs from the cache,
-    "host_hits": host objects from the cache, "bounded": {chunk: min blocks} of the chunks whose
+    "bounded": {chunk: min blocks} of the chunks whose
     bounded twin the table names (`twins`, the manifest's: `compile_twins`)}."""
     tus = device_tus(files)
     tables = [n for n in files if n.endswith(".cpp")]
@@ -182,8 +182,7 @@ def compile_kernel(src: Path, files: list[str], kernels: dict[str, list[str]], o
     with ThreadPoolExecutor(2) as ex:
         table, runtime = ex.map(lambda a: one(*a), [(tables[0], fatbins, []), (RUNTIME, {}, launcher)])
     return {"objects": [table[0], runtime[0]], "reports": reports, "hits": sum(1 for n in tus if got[n][2]),
-            "host_hits": int(table[1]) + int(runtime[1]), "bounded": tw["bounded"],
-            "twin_reports": tw["reports"]}
+            "bounded": tw["bounded"], "twin_reports": tw["reports"]}
 
 
 def link_cached(objs: list[Path], so: Path, opts: toolchain.CompileOptions, launcher, timeout_s) -> bool:

@@ -36,7 +36,7 @@ def _q_kernel_stats(pl: Plan, reports: list[dict]):
                     yield int(m[1]), st
 
 
-def chunk_stats(key: str, pl: Plan, reports: list[dict]) -> tuple[list[int], int]:
+def chunk_stats(pl: Plan, reports: list[dict]) -> tuple[list[int], int]:
     """Per chunk kernel: max registers over archs; total spill bytes of the Q kernels that spill
     (store more than `autotune.SPILL_SLACK_BYTES` on an arch: below that, ptxas's own trade of a
     word for occupancy, which the tune counts as none). `reports` are those of kernel `key`'s TUs
@@ -190,7 +190,7 @@ class Prober:
         reports = [r for _, r, _ in got.values()]
         if pl.ops_per_chunk == 0 and not min_blocks:
             self.single_slack = slack_stores(pl, reports)
-        return chunk_stats(self.key, pl, reports)
+        return chunk_stats(pl, reports)
 
     def bounded_twin(self, ks: KernelSource, min_blocks: int) -> tuple[list[int], int]:
         """The single kernel bounded: the twin cc makes of its whole TU, so that cc finds it too."""
@@ -200,7 +200,7 @@ class Prober:
         tw = compile_twins(src, [twin], {name: self.first_tu["report"]}, src / "obj",
                            compile_options(self.archs, self.cache), self.cache, self.launcher)
         rep = tw["reports"].get(name) or {}
-        return chunk_stats(self.key, ks.plan, [{n: st for n, st in rep.items() if n == twin_sym}])
+        return chunk_stats(ks.plan, [{n: st for n, st in rep.items() if n == twin_sym}])
 
     def compile_as_cc(self, tu: dict[str, str], sub: Path, single: bool) -> dict:
         """The kernel's whole TU `tu` compiled as cc will: compile_tus' result; of the single

@@ -35,6 +35,7 @@ from codegen.build import knobs as _knobs
 from codegen.build import procs as _procs
 from codegen.build import sccache as _sccache
 from codegen.build.fsutil import atomic_write as _atomic_write
+from codegen.build.fsutil import pid_alive as _pid_alive
 
 log = logging.getLogger(__name__)
 
@@ -557,16 +558,6 @@ def _mirror_dir(target: Path, dst: str, tu_name: str | None, copy: bool = False)
         if (e.name == tu_name or not e.name.endswith(".cu")) and e.is_file() \
                 and _SAFE_COMPONENT.fullmatch(e.name):
             _link_or_copy(e.path, os.path.join(dst, e.name))
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:     # alive, someone else's
-        return True
-    return True
 
 
 def reap_stale_workdirs(root: str | Path | None = None) -> list[str]:
