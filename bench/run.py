@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
-import hashlib
 import json
 import math
 import os
@@ -153,11 +152,15 @@ class KernelInfo:
         return ",".join(map(str, self.regs))
 
 
-def default_build_dir(pk: Path) -> Path:
-    """Where `exps-codegen build PK` (run from the repository root) puts its build files."""
-    pk = Path(pk).resolve()
-    tag = hashlib.sha256(str(pk).encode()).hexdigest()[:8]
-    return REPO / "build" / "exps" / f"{pk.name}-{tag}"
+def default_build_dir(pk: Path) -> Path | None:
+    """Where `exps-codegen build PK` puts its build files when given no build dir
+    (codegen.tasks.default_build_dir: `$EXPS_BUILD_ROOT` or `${XDG_CACHE_HOME:-~/.cache}/exps-codegen/builds`,
+    then `<key name>-<12 hex>`); None where codegen.tasks cannot be imported (no doit)."""
+    try:
+        from codegen.tasks import default_build_dir as build_dir_of
+    except ImportError:
+        return None
+    return build_dir_of(Path(pk).resolve())
 
 
 def _read_json(p: Path) -> dict:
@@ -725,7 +728,8 @@ def bench_air(g: Gpu, ilib: ctypes.CDLL, air: Air, a, bandwidth: float, interp_r
         res["bin_match"] = bool(same)
     gen = GenLib(HOOKS.gen_lib(air))
     build_dir = a.build_dir_of.get(str(air.pk)) or default_build_dir(air.pk)
-    info = kernel_info(build_dir if Path(build_dir).is_dir() else None, air.key, gen.min_scratch)
+    info = kernel_info(build_dir if build_dir is not None and Path(build_dir).is_dir() else None, air.key,
+                       gen.min_scratch)
     res.update({"chunks_slots": info.chunks_slots(), "regs": info.regs_text(), "gen_regs": info.regs,
                 "kernel_info_from": info.source, "min_scratch": gen.min_scratch})
     itp = Interp(g, ilib, si, bc)
@@ -924,7 +928,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--build", action="store_true", help="run `exps-codegen build PK --arch ARCH` first")
     ap.add_argument("--arch", default="90", help="GPU arch for --build and libinterp.so (default 90)")
     ap.add_argument("--build-dir", action="append", default=[],
-                    help="build dir of the matching --pk (same order; default build/exps/<pk>-<hash>)")
+                    help="build dir of the matching --pk (same order; default: the one `exps-codegen build PK` "
+                         "uses, <$EXPS_BUILD_ROOT or ${XDG_CACHE_HOME:-~/.cache}/exps-codegen/builds>/"
+                         "<key name>-<12 hex>)")
     ap.add_argument("--before", action="append", default=[],
                     help="the same key built by an earlier version (its .so placed there), matched to --pk "
                          "by order: timed on the same inputs in the same run, q compared word for word")

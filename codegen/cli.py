@@ -6,6 +6,7 @@
     exps-codegen verify PK       host check: generated kernels (g++) vs the numpy oracle
     exps-codegen report PK       write <build>/report.json and report.html from the build dir
     exps-codegen clean PK        remove what the build made (the .so files and the build dir)
+    exps-codegen gpucheck PK     GPU check: the placed .so files vs the numpy oracle (needs CuPy)
     exps-codegen sample DIR      write the embedded sample provingKey (6 AIRs) into a new or empty DIR
     exps-codegen gen-exps ...    the original tool's flags (`exps-codegen gen-exps --help`)
 
@@ -81,7 +82,7 @@ def _flags(p: argparse.ArgumentParser, which: tuple[str, ...], pipeline: bool = 
                        help="compiler launcher in front of nvcc, e.g. ccache (env EXPS_LAUNCHER)")
     if "build_dir" in which:
         p.add_argument("--build-dir", default=None,
-                       help="build dir (default: $EXPS_BUILD_ROOT or ~/.cache/exps-codegen/builds, then "
+                       help="build dir (default: $EXPS_BUILD_ROOT or ${XDG_CACHE_HOME:-~/.cache}/exps-codegen/builds, then "
                             "<key name>-<digest of its path>: the one `doit pk=PK` uses too)")
     if "compile_timeout" in which:
         p.add_argument("--compile-timeout", type=float, default=None, metavar="S",

@@ -516,7 +516,7 @@ def device_tus(files) -> list[str]:
 #: (const StepsParams*, uint64_t*, uint64_t*, 7 x uint64_t, exps_offs), (const StepsParams*, uint64_t*,
 #: 9 x uint64_t, unsigned, exps_offs) and the generic inverse kernel's, the latter without exps_offs;
 #: uint64_t is `unsigned long` (m) on the 64-bit Linux hosts nvcc builds for.
-#: The build checks every name against the kernels ptxas compiled (actions.check_kernel_names).
+#: The build checks every name against the kernels ptxas compiled (kernelcc.check_kernel_names).
 Q_PARAMS = "PK11StepsParamsPmS2_mmmmmmm9exps_offs"
 X_PARAMS = "PK11StepsParamsPmmmmmmmmmmj9exps_offs"
 XINV_PARAMS = "PK11StepsParamsPmmmmmmmmmmj"

@@ -39,7 +39,7 @@ BASENAMES = ("ir", "tune", "emit", "cc", "link")
 
 def default_build_dir(pk: Path) -> Path:
     """The build dir of a key when none is given, the same for `doit` and `exps-codegen`
-    whatever the current directory: `$EXPS_BUILD_ROOT` (default `~/.cache/exps-codegen/builds`)
+    whatever the current directory: `$EXPS_BUILD_ROOT` (default `${XDG_CACHE_HOME:-~/.cache}/exps-codegen/builds`)
     / `<key name, safe characters only>-<digest of the key's absolute path>`. Made only of
     `[A-Za-z0-9_.-]`: no name from a provingKey ever reaches a compiler command line."""
     root = knobs.read().build_root

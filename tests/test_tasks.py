@@ -73,7 +73,7 @@ def test_first_build_exact_outputs_and_compiles(ref):
     c = kit.calls()
     # every device TU compiled once, no duplicate: the generic inverse kernel's, the same text in both
     # kernels, once for both (the other an object-cache hit), and the generic launcher once for both
-    # kernels (through the launcher: a launch table never goes through one, actions.compile_kernel)
+    # kernels (through the launcher: a launch table never goes through one, kernelcc.compile_kernel)
     [xinv] = [n for n in c.compiles if n.endswith("_xinv.cu")]
     assert xinv == "exps_xinv.cu"
     assert sorted(c.compiles) == sorted([f"{TINY_KEY}_q0_x0.cu", f"{SHARED_KEY}_q0_x0.cu", xinv, "exps_runtime.cpp"])

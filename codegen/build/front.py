@@ -6,7 +6,7 @@
 - :func:`doit_config` is the DOIT_CONFIG of a build.
 - :func:`clean_build` removes the `.so` files a build placed and its build dir, saying what.
 - :func:`setup_logging`: both front ends print the same lines (warnings and errors; the
-  routine details, such as each autotune probe, in the report and with `exps-codegen -v`).
+  routine details, such as each autotune probe, in the report and with `-v`: `exps-codegen build -v`).
 """
 from __future__ import annotations
 
