@@ -267,7 +267,7 @@ def test_knobs(monkeypatch, tmp_path):
     k = tc.knobs()
     assert k.launcher == ("ccache", "--flag", "a b") == tuple(tc.launcher_from_env())
     assert k.cache_dir == tmp_path and k.cache_max_bytes == 500 << 20
-    assert k.keyed_env == {"NVCC_PREPEND_FLAGS": "", "NVCC_APPEND_FLAGS": "-lineinfo"}
+    assert k.keyed_env == {"NVCC_PREPEND_FLAGS": "", "NVCC_APPEND_FLAGS": "-lineinfo", "NVCC_CCBIN": ""}
     assert not k.assert_no_compile
     monkeypatch.setenv("EXPS_CACHE_MAX_BYTES", "lots")
     with pytest.raises(tc.ToolchainError):
