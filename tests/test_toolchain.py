@@ -264,6 +264,8 @@ def test_knobs(monkeypatch, tmp_path):
     monkeypatch.setenv("EXPS_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("EXPS_CACHE_MAX_BYTES", "500M")
     monkeypatch.setenv("NVCC_APPEND_FLAGS", "-lineinfo")
+    monkeypatch.delenv("NVCC_PREPEND_FLAGS", raising=False)
+    monkeypatch.delenv("NVCC_CCBIN", raising=False)
     k = tc.knobs()
     assert k.launcher == ("ccache", "--flag", "a b") == tuple(tc.launcher_from_env())
     assert k.cache_dir == tmp_path and k.cache_max_bytes == 500 << 20
