@@ -10,14 +10,7 @@ import textwrap
 from codegen.build import actions
 from codegen.build.settle import so_state
 from codegen.discover import Placement, scan, shown
-from codegen.tasks import (
-    BAD_INPUT,
-    Settings,
-    kernel_dir,
-    orphan_name,
-    shown_reason,
-    stamp_path,
-)
+from codegen.tasks import BAD_INPUT, Settings, kernel_dir, orphan_name, shown_reason, stamp_path
 
 
 def _stage_files(s: Settings, p: Placement) -> tuple[dict, dict, dict, dict, dict]:
