@@ -17,9 +17,9 @@ from require import require
 ROOT = Path(__file__).resolve().parent.parent
 SWEEP = ROOT / "tests" / "data" / "sweep-11waves-h200.json"
 #: the same sweep on an older tree (one-row single kernels, fewer slots, new cuts)
-SWEEP4 = ROOT / "tests" / "data" / "sweep-3waves-h200.json"
+SWEEP_3WAVES = ROOT / "tests" / "data" / "sweep-3waves-h200.json"
 #: emitter 0.18.3's, chunked plans also at the launcher's 2048-block waves
-SWEEP14 = ROOT / "tests" / "data" / "sweep-2048-h200.json"
+SWEEP_2048 = ROOT / "tests" / "data" / "sweep-2048-h200.json"
 PK = ROOT.parent / "shared" / "pk"
 
 
@@ -52,13 +52,13 @@ def test_tuner_replayed_on_the_h200_sweep_is_within_5_percent() -> None:
     assert sum(ratios.values()) / len(ratios) <= 1.01, ratios
 
 
-def test_tuner_replayed_on_the_session_4_sweep() -> None:
+def test_tuner_replayed_on_the_3_wave_sweep() -> None:
     """On a sweep of this tree's kernels the tuner's choice is within a mean 1% of the fastest; the
     one miss left is the sample's Large (64-op chunks, 10% slower than 128-op chunks at ~240
     registers). With the occupancy exponent 1 (OCC_EXP of the first fit) it also cut RangeCheck4 in
     2 chunks, 12% slower than its single kernel, and this test failed (mean 1.012)."""
     require("pk")
-    d = json.loads(SWEEP4.read_text())
+    d = json.loads(SWEEP_3WAVES.read_text())
     got = replay(d, q_irs([ROOT / "provingkey-sample", *sorted(PK.glob("*/provingKey"))]))
     assert len(got) == 19
     ratios = {air: chosen["ms"] / best["ms"] for air, (_, chosen, best) in got.items()}
@@ -67,12 +67,12 @@ def test_tuner_replayed_on_the_session_4_sweep() -> None:
     assert ratios["provingkey-sample/Large"] <= 1.11, ratios
 
 
-def test_tuner_replayed_on_the_session_14_sweep() -> None:
+def test_tuner_replayed_on_the_2048_block_wave_sweep() -> None:
     """With every chunk's registers (tests/test_autotune.py replays it with the tuner's sampling):
     within 0.5% of the fastest on average, at the launcher's 2048-block waves; the one miss is
     ConnectionNew (7 chunks of 96 ops, 1.08x its 4 chunks of 192, which the model ranks second)."""
     require("pk")
-    d = json.loads(SWEEP14.read_text())
+    d = json.loads(SWEEP_2048.read_text())
     got = replay(d, q_irs([ROOT / "provingkey-sample", *sorted(PK.glob("*/provingKey"))]), wave="2048")
     assert len(got) == 19
     ratios = {air: chosen["ms"] / best["ms"] for air, (_, chosen, best) in got.items()}

@@ -249,6 +249,26 @@ def test_a_failed_compile_after_a_template_change_leaves_no_so(ref, tmp_path, mo
     bk.assert_all_current(kit)
 
 
+def test_a_failed_compile_that_runs_alone_leaves_no_so(built):
+    """cc as the only stage that runs (its objects' record gone; tune, emit and the templates as
+    they were), and its compile fails (a launcher that fails): it removed the kernel's `.so` before
+    compiling, so the AIRs of that kernel have none (their `.so` would still be current for their
+    JSON, but a failed build leaves no `.so`: the summary and the disk agree); the other kernel's
+    stay. The next build without that launcher places them again."""
+    kit = built
+    (kit.build / SHARED_KEY / "objs.json").unlink()
+    p = kit.doit(launcher="false", check=False)
+    assert p.returncode != 0
+    assert executed(p.stdout) == {f"cc:{SHARED_KEY}"}, p.stdout
+    assert bk.so_files(kit.pk) == {TINY}, p.stdout
+    assert "4 AIRs: 0 kernels generated, 0 compiled, 1 .so placed (already current), 1 skipped, 2 failed" in p.stdout, \
+        p.stdout
+    states, out = kit.status()
+    assert states == {TINY: "current", SHARED1: "missing", SHARED2: "missing", SKIPPED: "skipped"}, out
+    kit.doit()
+    bk.assert_all_current(kit)
+
+
 # --------------------------------------------------------------------------------- AIR turns skipped
 @pytest.mark.parametrize("how", ["zi_boundary", "broken_expressions", "broken_starkinfo"])
 def test_air_that_must_be_skipped_loses_its_so(built, how):

@@ -705,7 +705,7 @@ def test_a_stale_row_fails_the_build(tmp_path, monkeypatch) -> None:
 
     from codegen.build import reporter
     from codegen.tasks import Settings
-    monkeypatch.setattr(reporter, "settle", lambda s: [])
+    monkeypatch.setattr(reporter, "settle", lambda s, sc=None: [])
     monkeypatch.setattr(reporter, "summary_rows", lambda *a, **k: [{"air": "a/air/A", "result": "stale"},
                                                                  {"air": "b/air/B", "result": "placed"}])
     out = io.StringIO()

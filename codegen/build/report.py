@@ -70,11 +70,11 @@ def regs_per_chunk(key: str, n_chunks: int, reports: dict) -> list[int]:
 
 
 def collect(s, rows: list[dict], seconds: dict[str, float] | None = None,
-            wall_s: float | None = None, cpu_s: float | None = None) -> dict:
+            wall_s: float | None = None, cpu_s: float | None = None, sc=None) -> dict:
     """The report of build `s` from its stage files, the summary rows (summary.summary_rows) and
-    this run's per-task seconds (doit task name -> seconds)."""
+    this run's per-task seconds (doit task name -> seconds); `sc`: the key's scan, when at hand."""
     seconds = seconds or {}
-    kmap = kernels(scan(s.pk).placements)
+    kmap = kernels((sc or scan(s.pk)).placements)
     ks = []
     for key, ps in sorted(kmap.items()):
         kd = Path(s.build) / key

@@ -13,7 +13,7 @@ from doit.reporter import ConsoleReporter
 from codegen.build import procs, report, statedb
 from codegen.build.settle import settle
 from codegen.build.summary import format_summary, summary_rows
-from codegen.discover import shown
+from codegen.discover import Scan, scan, shown
 from codegen.tasks import BAD_INPUT, Settings
 
 log = logging.getLogger("exps_codegen")
@@ -135,7 +135,12 @@ class ProgressReporter(ConsoleReporter):
         self.outstream.write("exps-codegen: doit: " + " ".join(str(msg).split()) + "\n")
 
     def complete_run(self):
+        # one scan of the key (it hashes every JSON) for the check, the rows and the report; again
+        # only where the check removed a `.so` (an AIR whose files broke is then a refused one)
+        self._scan = self._scan_key()
         stale = self._settle()
+        if stale:
+            self._scan = self._scan_key()
         rows = self._rows()
         self._summary(rows)
         bad = [r for r in rows or [] if r["result"] in (BAD_INPUT, "refused")]
@@ -158,11 +163,19 @@ class ProgressReporter(ConsoleReporter):
             # where doit would say 2 for the tasks after a failed one: 2 is a user's mistake)
             raise SystemExit(1)
 
+    def _scan_key(self) -> Scan | None:
+        if self.settings is None or procs.interrupted():
+            return None
+        try:
+            return scan(self.settings.pk)
+        except Exception:   # noqa: BLE001 — the check and the rows scan again and say why
+            return None
+
     def _rows(self) -> list[dict] | None:
         if procs.interrupted() or self.settings is None:
             return None
         try:
-            return summary_rows(self.settings, self.seconds, self.failed, self.emit_only)
+            return summary_rows(self.settings, self.seconds, self.failed, self.emit_only, sc=self._scan)
         except Exception as e:   # noqa: BLE001 — a summary must never turn a build red
             self.outstream.write(f"(no summary: {e})\n")
             return None
@@ -172,7 +185,7 @@ class ProgressReporter(ConsoleReporter):
         if self.settings is None or self.emit_only or procs.interrupted():
             return []
         try:
-            stale = settle(self.settings)
+            stale = settle(self.settings, self._scan)
         except Exception as e:   # noqa: BLE001 — reported, never a traceback
             self.outstream.write(f"(the end-of-build check failed: {e})\n")
             return []
@@ -195,7 +208,7 @@ class ProgressReporter(ConsoleReporter):
                 self.outstream.write(format_summary(rows, self.emit_only) + "\n")
                 wall = time.monotonic() - self._t0
                 _, page = report.write(self.settings, report.collect(
-                    self.settings, rows, self.seconds, wall, report.cpu_seconds() - self._cpu0))
+                    self.settings, rows, self.seconds, wall, report.cpu_seconds() - self._cpu0, self._scan))
                 self.outstream.write(f"build dir: {shown(self.settings.build)}  ({wall:.1f} s)\n"
                                      f"report: {shown(page)}\n")
         except Exception as e:   # noqa: BLE001 — a summary must never turn a build red

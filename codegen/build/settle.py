@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from codegen import EMITTER_VERSION
 from codegen.build import actions
-from codegen.discover import Placement, scan, shown
+from codegen.discover import Placement, Scan, scan, shown
 from codegen.emit import NotRegularError, open_so, read_so_identity, source_hash
 
 if TYPE_CHECKING:
@@ -41,14 +41,14 @@ def so_state(s: Settings, p: Placement) -> tuple[str, str]:
     return "current", ""
 
 
-def settle(s: Settings) -> list[tuple[str, str]]:
+def settle(s: Settings, sc: Scan | None = None) -> list[tuple[str, str]]:
     """After a build: every placed `.so` that is not current for the files on disk now (a JSON
     edited while the build ran, whatever the moment) is removed, so the key holds the `.so` of
     what is on disk or none; so is the `.so` of an AIR whose files became unusable while the
     build ran (one found so when the build started had its `gone` task). Returns [(AIR, why)] of
-    those AIRs (the next build makes them)."""
+    those AIRs (the next build makes them). `sc`: the key's scan after the build, when at hand."""
     out = []
-    sc = scan(s.pk)
+    sc = sc or scan(s.pk)
     stale = [(shown(p.rel), p.so_path, why) for p in sc.placements
              for state, why in [so_state(s, p)] if state == "stale"]
     stale += [(b.rel, b.so_path, b.reason) for b in sc.broken]

@@ -9,7 +9,7 @@ import textwrap
 
 from codegen.build import actions
 from codegen.build.settle import so_state
-from codegen.discover import Placement, scan, shown
+from codegen.discover import Placement, Scan, scan, shown
 from codegen.tasks import BAD_INPUT, Settings, kernel_dir, orphan_name, shown_reason, stamp_path
 
 
@@ -21,12 +21,13 @@ def _stage_files(s: Settings, p: Placement) -> tuple[dict, dict, dict, dict, dic
 
 
 def summary_rows(s: Settings, seconds: dict[str, float] | None = None,
-                 failed: dict[str, str] | None = None, emit_only: bool = False) -> list[dict]:
+                 failed: dict[str, str] | None = None, emit_only: bool = False,
+                 sc: Scan | None = None) -> list[dict]:
     """One row per AIR from the stage files and what is on disk. `seconds` / `failed` are keyed
     by doit task name (`ir:<key>`, `link:<rel>`, ...) from this run's reporter: a task in
     `seconds` ran in this run (`generated_now`, `compiled_now`, `linked_now`)."""
     seconds, failed = seconds or {}, failed or {}
-    sc = scan(s.pk)
+    sc = sc or scan(s.pk)
     rows = []
     for p in sc.placements:
         ir, tune, man, objs, st = _stage_files(s, p)
