@@ -431,3 +431,20 @@ def test_fatbin_compile_runs_no_host_pass(tmp_path, nvcc):
     assert res.argv[res.argv.index(str(nvcc)) + 1:][:2] == ["-c", "-fatbin"]
     assert res.report["k"]["sm_90"]["registers"] > 0
     assert (tmp_path / "k.fatbin").read_bytes()[:4] == bytes.fromhex("50ed55ba")   # fatbin magic
+
+
+def test_host_compiler_text_follows_nvcc_ccbin(tmp_path, monkeypatch) -> None:
+    """The host compiler's identity (part of the object cache's key and the tasks' toolchain):
+    gcc and g++ on PATH; NVCC_CCBIN as a compiler or, as nvcc's -ccbin takes it, a directory that
+    holds gcc and g++; a compiler that cannot say its version is "unknown", never an error."""
+    for n in ("gcc", "g++"):
+        (tmp_path / n).write_text(f'#!/bin/sh\necho "{n} (other) 99.0.1"\n')
+        (tmp_path / n).chmod(0o755)
+    monkeypatch.setenv("NVCC_CCBIN", str(tmp_path))
+    assert tc.host_compiler_text() == "gcc: gcc (other) 99.0.1; g++: g++ (other) 99.0.1"
+    monkeypatch.setenv("NVCC_CCBIN", str(tmp_path / "g++"))
+    assert tc.host_compiler_text() == "g++: g++ (other) 99.0.1"
+    monkeypatch.setenv("NVCC_CCBIN", str(tmp_path / "none"))
+    assert tc.host_compiler_text() == "none: unknown"
+    monkeypatch.delenv("NVCC_CCBIN")
+    assert tc.host_compiler_text().startswith("gcc: ") and "; g++: " in tc.host_compiler_text()

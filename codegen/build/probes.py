@@ -39,7 +39,7 @@ def _q_kernel_stats(pl: Plan, reports: list[dict]):
 def chunk_stats(pl: Plan, reports: list[dict]) -> tuple[list[int], int]:
     """Per chunk kernel: max registers over archs; total spill bytes of the Q kernels that spill
     (store more than `autotune.SPILL_SLACK_BYTES` on an arch: below that, ptxas's own trade of a
-    word for occupancy, which the tune counts as none). `reports` are those of kernel `key`'s TUs
+    word for occupancy, which the tune counts as none). `reports` are those of the kernel's TUs
     (or probes)."""
     regs = [0] * pl.n_chunks
     spills = 0

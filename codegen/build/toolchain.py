@@ -207,7 +207,10 @@ def _probe_version(nvcc: str) -> NvccInfo:
 @functools.cache
 def _host_compilers(ccbin: str) -> str:
     out = []
-    for name in ([ccbin] if ccbin else ["gcc", "g++"]):
+    # NVCC_CCBIN names the compiler or, as nvcc's -ccbin, the directory that holds gcc and g++
+    names = [os.path.join(ccbin, n) for n in ("gcc", "g++")] if ccbin and os.path.isdir(ccbin) \
+        else [ccbin] if ccbin else ["gcc", "g++"]
+    for name in names:
         exe = name if os.sep in name else shutil.which(name)
         try:
             first = _run_probe([exe, "--version"]).splitlines()[0] if exe else "absent"
